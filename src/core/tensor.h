@@ -1,0 +1,56 @@
+// Tensor: a typed, contiguous, row-major n-d array on one device. It either owns its memory or
+// views memory kept alive by `owner` (an mmapped safetensors file, a KV pool, a larger tensor).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace tessera {
+
+enum class Device : uint8_t { CPU, CUDA };
+
+using Shape = std::vector<int64_t>;
+std::string shape_str(const Shape& s);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Allocates zero-initialised host memory.
+  static Tensor empty(DType dtype, Shape shape);
+  // A view of memory someone else owns; `owner` keeps it alive.
+  static Tensor view(void* data, DType dtype, Shape shape, std::shared_ptr<void> owner,
+                     Device device = Device::CPU);
+
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  const Shape& shape() const { return shape_; }
+  int ndim() const { return int(shape_.size()); }
+  int64_t dim(int i) const { return shape_[i < 0 ? shape_.size() + i : i]; }
+  int64_t numel() const;
+  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype_); }
+  bool defined() const { return data_ != nullptr; }
+
+  void* raw() const { return data_; }
+  template <class T>
+  T* data() const { return static_cast<T*>(data_); }
+
+  // Same memory, another shape with the same number of elements.
+  Tensor reshape(Shape shape) const;
+  // Rows [begin, end) of the first dimension.
+  Tensor slice_rows(int64_t begin, int64_t end) const;
+  const std::shared_ptr<void>& owner() const { return owner_; }
+
+ private:
+  DType dtype_ = DType::F32;
+  Device device_ = Device::CPU;
+  Shape shape_;
+  void* data_ = nullptr;
+  std::shared_ptr<void> owner_;
+};
+
+}  // namespace tessera
