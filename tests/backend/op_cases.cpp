@@ -1,0 +1,327 @@
+#include "op_cases.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+
+#include "core/dtype.h"
+
+namespace tessera::test {
+namespace {
+
+// NMSE limits. Both backends get bit-identical inputs (16-bit weights widen to f32 exactly and
+// every path accumulates in f32), so results differ only by rounding order:
+// - copies and single roundings (embedding, gather_rows, store_kv, add) must be exact;
+constexpr double kExact = 0;
+// - pointwise ops whose exp/sin/cos/tanh may be vectorised approximations of a few ulp:
+//   relative error < 1e-6 per element, so NMSE < 1e-12;
+constexpr double kPointwise = 1e-12;
+// - reductions (dot products, sums of squares, softmax sums) of up to K = 4096 f32 terms summed in
+//   another order: relative error ~ eps * sqrt(K) = 6e-8 * 64 ~ 4e-6, squared ~ 1.5e-11; the limit
+//   leaves a factor of ~7 on that, and a one-bit error in a 16-bit weight conversion (2^-8 relative)
+//   or an element summed twice or missed still lands far above it.
+constexpr double kReduction = 1e-10;
+
+using Outputs = std::vector<std::vector<float>>;
+
+struct Rng {
+  std::mt19937_64 gen;
+  explicit Rng(uint64_t seed) : gen(seed) {}
+  float normal(float sd = 1) { return std::normal_distribution<float>(0, sd)(gen); }
+  int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(gen); }
+};
+
+// Host tensor of N(0, sd) values, rounded to `dt`.
+Tensor random_tensor(DType dt, Shape shape, Rng& rng, float sd = 1, float mean = 0) {
+  Tensor t = Tensor::empty(dt, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    float v = mean + rng.normal(sd);
+    if (dt == DType::F32) t.data<float>()[i] = v;
+    else if (dt == DType::BF16) t.data<uint16_t>()[i] = f32_to_bf16(v);
+    else t.data<uint16_t>()[i] = f32_to_f16(v);
+  }
+  return t;
+}
+
+Tensor i32_tensor(const std::vector<int32_t>& v, Shape shape = {}) {
+  if (shape.empty()) shape = {int64_t(v.size())};
+  Tensor t = Tensor::empty(DType::I32, std::move(shape));
+  std::memcpy(t.raw(), v.data(), v.size() * 4);
+  return t;
+}
+
+// A fresh copy on `be`, placed one element past a 64-byte boundary on the host: mmapped
+// safetensors data carries no alignment beyond the element size, so fast paths must not need it.
+Tensor upload(Backend& be, const Tensor& host) {
+  size_t pad = dtype_size(host.dtype());
+  auto buf = std::shared_ptr<void>(std::aligned_alloc(64, (host.nbytes() + pad + 63) / 64 * 64), std::free);
+  void* p = static_cast<char*>(buf.get()) + pad;
+  std::memcpy(p, host.raw(), host.nbytes());
+  return be.upload(Tensor::view(p, host.dtype(), host.shape(), buf));
+}
+
+// An f32 output on `be` filled with NaN, so that any element the op fails to write is caught.
+Tensor poisoned(Backend& be, Shape shape) {
+  Tensor h = Tensor::empty(DType::F32, std::move(shape));
+  std::fill(h.data<float>(), h.data<float>() + h.numel(), std::numeric_limits<float>::quiet_NaN());
+  return be.upload(h);
+}
+
+std::vector<float> download(Backend& be, const Tensor& t) {
+  std::vector<float> v(size_t(t.numel()));
+  be.download(t, v.data());
+  return v;
+}
+
+std::string dname(DType dt) { return std::string(dtype_name(dt)); }
+
+// ---- cases, one builder per op ----
+
+OpCase linear_case(DType dt, int T, int K, int N, bool bias, uint64_t seed) {
+  Rng rng(seed);
+  Tensor x = random_tensor(DType::F32, {T, K}, rng);
+  Tensor w = random_tensor(dt, {N, K}, rng, 1.0f / std::sqrt(float(K)));
+  Tensor b = bias ? random_tensor(dt, {N}, rng) : Tensor();
+  std::string name = "linear " + dname(dt) + " T=" + std::to_string(T) + " K=" + std::to_string(K) +
+                     " N=" + std::to_string(N) + (bias ? " bias" : "");
+  return {name, kReduction, [=](Backend& be) {
+            Tensor xd = upload(be, x), wd = upload(be, w), bd = bias ? upload(be, b) : Tensor();
+            Tensor out = poisoned(be, {T, N});
+            be.linear(xd, wd, bd, out);
+            return Outputs{download(be, out)};
+          }};
+}
+
+struct AttnShape {
+  std::vector<int> q_lens, ctx_lens;  // per sequence: new tokens, tokens in cache after the step
+  int H, Hkv, Dh, block_size;
+  int window = 0;
+  float softcap = 0;
+};
+
+OpCase attention_case(const AttnShape& s, uint64_t seed) {
+  Rng rng(seed);
+  int S = int(s.q_lens.size()), T = std::accumulate(s.q_lens.begin(), s.q_lens.end(), 0);
+  int max_blocks = 0, used_blocks = 0, max_q = 0, max_ctx = 0;
+  for (int i = 0; i < S; ++i) {
+    int nb = (s.ctx_lens[i] + s.block_size - 1) / s.block_size;
+    max_blocks = std::max(max_blocks, nb);
+    used_blocks += nb;
+    max_q = std::max(max_q, s.q_lens[i]);
+    max_ctx = std::max(max_ctx, s.ctx_lens[i]);
+  }
+  // Blocks handed out in a shuffled order, with spares, so tables are not contiguous.
+  int num_blocks = used_blocks + 3;
+  std::vector<int32_t> perm(num_blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng.gen);
+  std::vector<int32_t> starts{0}, tables(size_t(S) * max_blocks, 0), positions;
+  int next = 0;
+  for (int i = 0; i < S; ++i) {
+    starts.push_back(starts.back() + s.q_lens[i]);
+    for (int b = 0; b < (s.ctx_lens[i] + s.block_size - 1) / s.block_size; ++b) tables[i * max_blocks + b] = perm[next++];
+    for (int j = 0; j < s.q_lens[i]; ++j) positions.push_back(s.ctx_lens[i] - s.q_lens[i] + j);
+  }
+  Tensor q = random_tensor(DType::F32, {T, s.H, s.Dh}, rng);
+  Tensor kc = random_tensor(DType::F32, {int64_t(num_blocks) * s.block_size, s.Hkv, s.Dh}, rng);
+  Tensor vc = random_tensor(DType::F32, {int64_t(num_blocks) * s.block_size, s.Hkv, s.Dh}, rng);
+  Tensor t_starts = i32_tensor(starts), t_ctx = i32_tensor({s.ctx_lens.begin(), s.ctx_lens.end()});
+  Tensor t_tables = i32_tensor(tables, {S, max_blocks}), t_pos = i32_tensor(positions);
+  AttentionParams p{.scale = 1.0f / std::sqrt(float(s.Dh)), .sliding_window = s.window, .softcap = s.softcap};
+  std::string name = "attention S=" + std::to_string(S) + " T=" + std::to_string(T) + " ctx<=" +
+                     std::to_string(max_ctx) + " H=" + std::to_string(s.H) + " Hkv=" + std::to_string(s.Hkv) +
+                     " Dh=" + std::to_string(s.Dh) + " bs=" + std::to_string(s.block_size) +
+                     (s.window ? " window=" + std::to_string(s.window) : "") +
+                     (s.softcap > 0 ? " softcap" : "");
+  return {name, kReduction, [=](Backend& be) {
+            AttentionMeta m{.seq_starts = upload(be, t_starts), .context_lens = upload(be, t_ctx),
+                            .block_tables = upload(be, t_tables), .positions = upload(be, t_pos),
+                            .num_seqs = S, .max_blocks = max_blocks, .block_size = s.block_size,
+                            .max_query_len = max_q, .max_context_len = max_ctx};
+            Tensor out = poisoned(be, {T, s.H, s.Dh});
+            be.attention(upload(be, q), upload(be, kc), upload(be, vc), m, p, out);
+            return Outputs{download(be, out)};
+          }};
+}
+
+OpCase rms_norm_case(DType dt, int T, int D, float offset, uint64_t seed) {
+  Rng rng(seed);
+  Tensor x = random_tensor(DType::F32, {T, D}, rng, 3);
+  Tensor w = random_tensor(dt, {D}, rng, 0.2f, offset > 0 ? 0.0f : 1.0f);
+  std::string name = "rms_norm " + dname(dt) + " T=" + std::to_string(T) + " D=" + std::to_string(D) +
+                     " offset=" + std::to_string(int(offset));
+  return {name, kReduction, [=](Backend& be) {
+            Tensor out = poisoned(be, {T, D});
+            be.rms_norm(upload(be, x), upload(be, w), 1e-6f, offset, out);
+            return Outputs{download(be, out)};
+          }};
+}
+
+OpCase rope_case(int T, int H, int Dh, int rotary_dim, float scaling, int max_pos, uint64_t seed) {
+  Rng rng(seed);
+  Tensor x = random_tensor(DType::F32, {T, H, Dh}, rng);
+  std::vector<int32_t> pos(T);
+  for (auto& v : pos) v = rng.uniform(0, max_pos);
+  Tensor t_pos = i32_tensor(pos);
+  Tensor inv_freq = Tensor::empty(DType::F32, {rotary_dim / 2});
+  for (int i = 0; i < rotary_dim / 2; ++i) inv_freq.data<float>()[i] = std::pow(500000.0f, -2.0f * i / rotary_dim);
+  std::string name = "rope T=" + std::to_string(T) + " H=" + std::to_string(H) + " Dh=" + std::to_string(Dh) +
+                     " rotary=" + std::to_string(rotary_dim) + " pos<=" + std::to_string(max_pos);
+  return {name, kPointwise, [=](Backend& be) {
+            Tensor xd = upload(be, x);
+            be.rope(xd, upload(be, t_pos), RopeParams{upload(be, inv_freq), scaling, rotary_dim});
+            return Outputs{download(be, xd)};
+          }};
+}
+
+OpCase store_kv_case(int T, int Hkv, int Dh, int rows, uint64_t seed) {
+  Rng rng(seed);
+  Tensor k = random_tensor(DType::F32, {T, Hkv, Dh}, rng), v = random_tensor(DType::F32, {T, Hkv, Dh}, rng);
+  Tensor kc = random_tensor(DType::F32, {rows, Hkv, Dh}, rng), vc = random_tensor(DType::F32, {rows, Hkv, Dh}, rng);
+  std::vector<int32_t> slots(rows);
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), rng.gen);
+  slots.resize(T);
+  Tensor t_slots = i32_tensor(slots);
+  std::string name = "store_kv T=" + std::to_string(T) + " Hkv=" + std::to_string(Hkv) + " Dh=" + std::to_string(Dh);
+  // The caches start random (not NaN): a row left unwritten keeps a value that differs from the reference.
+  return {name, kExact, [=](Backend& be) {
+            Tensor kd = upload(be, kc), vd = upload(be, vc);
+            be.store_kv(upload(be, k), upload(be, v), upload(be, t_slots), kd, vd);
+            return Outputs{download(be, kd), download(be, vd)};
+          }};
+}
+
+OpCase embedding_case(DType dt, int V, int D, int T, uint64_t seed) {
+  Rng rng(seed);
+  Tensor table = random_tensor(dt, {V, D}, rng);
+  std::vector<int32_t> ids(T);
+  for (auto& id : ids) id = rng.uniform(0, V - 1);
+  ids[0] = V - 1;
+  Tensor t_ids = i32_tensor(ids);
+  std::string name = "embedding " + dname(dt) + " V=" + std::to_string(V) + " D=" + std::to_string(D) +
+                     " T=" + std::to_string(T);
+  return {name, kExact, [=](Backend& be) {
+            Tensor out = poisoned(be, {T, D});
+            be.embedding(upload(be, table), upload(be, t_ids), out);
+            return Outputs{download(be, out)};
+          }};
+}
+
+OpCase silu_mul_case(int T, int F, uint64_t seed) {
+  Rng rng(seed);
+  Tensor gate = random_tensor(DType::F32, {T, F}, rng, 4), up = random_tensor(DType::F32, {T, F}, rng);
+  // Saturating gates: exp(-g) overflows or underflows.
+  for (int64_t i = 0; i < gate.numel(); i += 97) gate.data<float>()[i] = (i % 2 ? 1 : -1) * (20.0f + float(i % 150));
+  std::string name = "silu_mul T=" + std::to_string(T) + " F=" + std::to_string(F);
+  return {name, kPointwise, [=](Backend& be) {
+            Tensor out = poisoned(be, {T, F});
+            be.silu_mul(upload(be, gate), upload(be, up), out);
+            return Outputs{download(be, out)};
+          }};
+}
+
+OpCase add_case(int T, int D, bool in_place, uint64_t seed) {
+  Rng rng(seed);
+  Tensor a = random_tensor(DType::F32, {T, D}, rng), b = random_tensor(DType::F32, {T, D}, rng);
+  std::string name = "add T=" + std::to_string(T) + " D=" + std::to_string(D) + (in_place ? " in place" : "");
+  return {name, kExact, [=](Backend& be) {
+            Tensor ad = upload(be, a);
+            Tensor out = in_place ? ad : poisoned(be, {T, D});
+            be.add(ad, upload(be, b), out);
+            return Outputs{download(be, out)};
+          }};
+}
+
+OpCase gather_rows_case(int R0, int D, int R, uint64_t seed) {
+  Rng rng(seed);
+  Tensor x = random_tensor(DType::F32, {R0, D}, rng);
+  std::vector<int32_t> rows(R);
+  for (auto& r : rows) r = rng.uniform(0, R0 - 1);
+  Tensor t_rows = i32_tensor(rows);
+  std::string name = "gather_rows R0=" + std::to_string(R0) + " D=" + std::to_string(D) + " R=" + std::to_string(R);
+  return {name, kExact, [=](Backend& be) {
+            Tensor out = poisoned(be, {R, D});
+            be.gather_rows(upload(be, x), upload(be, t_rows), out);
+            return Outputs{download(be, out)};
+          }};
+}
+
+const DType kWeightTypes[] = {DType::F32, DType::F16, DType::BF16};
+
+}  // namespace
+
+std::vector<OpCase> op_cases(const std::string& op) {
+  std::vector<OpCase> cases;
+  uint64_t seed = 1;
+  if (op == "linear") {
+    // T: decode (1), small batches (2-8, the weight-streaming path), prefill (17-130, the GEMM path);
+    // K and N not multiples of 8/16/32 next to the round model sizes.
+    struct S { int T, K, N; };
+    const S shapes[] = {{1, 64, 32},   {1, 67, 33},    {1, 1000, 129}, {1, 4096, 40},  {2, 515, 77},
+                        {3, 256, 255}, {4, 2048, 96},  {5, 33, 7},     {8, 515, 77},   {8, 1024, 130},
+                        {9, 100, 70},  {17, 300, 50},  {33, 2048, 72}, {64, 256, 200}, {130, 129, 257},
+                        {128, 512, 384}};
+    for (DType dt : kWeightTypes)
+      for (const S& s : shapes)
+        for (bool bias : {false, true}) cases.push_back(linear_case(dt, s.T, s.K, s.N, bias, seed++));
+  } else if (op == "attention") {
+    std::vector<AttnShape> shapes = {
+        {{1}, {1}, 8, 4, 8, 16},                          // first token; stories260K-sized heads
+        {{1}, {37}, 32, 8, 64, 16},                       // decode, group 4
+        {{1}, {700}, 8, 8, 64, 16},                       // long decode, group 1
+        {{1}, {1500}, 16, 2, 128, 32},                    // long decode, group 8
+        {{1, 1, 1, 1, 1, 1, 1, 1}, {5, 90, 17, 300, 1, 64, 65, 33}, 32, 8, 64, 16},  // batched decode, ragged
+        {{13}, {13}, 4, 2, 72, 16},                       // prefill, Dh not a multiple of 16
+        {{20, 1, 7}, {20, 44, 30}, 8, 1, 40, 5},          // mixed prefill/decode, MQA, odd block size
+        {{64}, {100}, 16, 4, 64, 16},                     // chunked prefill after a cached prefix
+        {{30}, {30}, 8, 4, 256, 16, 8},                   // sliding window, Dh 256
+        {{1, 9}, {400, 9}, 8, 2, 64, 16, 128},            // sliding window, long decode
+        {{12, 1}, {12, 50}, 8, 4, 64, 16, 0, 50.0f},      // softcap
+        {{6}, {6}, 4, 4, 20, 3, 4, 30.0f},                // window + softcap, Dh 20
+    };
+    for (const auto& s : shapes) cases.push_back(attention_case(s, seed++));
+  } else if (op == "rms_norm") {
+    for (DType dt : kWeightTypes)
+      for (int D : {8, 67, 2048, 3000})
+        for (int T : {1, 9})
+          for (float offset : {0.0f, 1.0f}) cases.push_back(rms_norm_case(dt, T, D, offset, seed++));
+  } else if (op == "rope") {
+    cases.push_back(rope_case(1, 32, 64, 64, 1.0f, 200, seed++));
+    cases.push_back(rope_case(7, 8, 128, 128, 1.0f, 131000, seed++));
+    cases.push_back(rope_case(5, 3, 80, 32, 1.2f, 5000, seed++));  // partial rotary, yarn-style scaling
+    cases.push_back(rope_case(33, 4, 8, 8, 1.0f, 512, seed++));
+    cases.push_back(rope_case(16, 2, 256, 256, 1.0f, 40000, seed++));
+  } else if (op == "store_kv") {
+    cases.push_back(store_kv_case(1, 8, 64, 48, seed++));
+    cases.push_back(store_kv_case(13, 2, 72, 40, seed++));
+    cases.push_back(store_kv_case(30, 1, 20, 31, seed++));
+  } else if (op == "embedding") {
+    for (DType dt : kWeightTypes) {
+      cases.push_back(embedding_case(dt, 50, 64, 1, seed++));
+      cases.push_back(embedding_case(dt, 300, 67, 9, seed++));
+      cases.push_back(embedding_case(dt, 1000, 2048, 33, seed++));
+    }
+  } else if (op == "silu_mul") {
+    for (auto [T, F] : {std::pair{1, 8}, {1, 67}, {3, 8192}, {17, 1000}}) cases.push_back(silu_mul_case(T, F, seed++));
+  } else if (op == "add") {
+    for (auto [T, D] : {std::pair{1, 7}, {1, 2048}, {9, 1003}})
+      for (bool in_place : {false, true}) cases.push_back(add_case(T, D, in_place, seed++));
+  } else if (op == "gather_rows") {
+    cases.push_back(gather_rows_case(1, 64, 1, seed++));
+    cases.push_back(gather_rows_case(20, 67, 5, seed++));
+    cases.push_back(gather_rows_case(130, 2048, 8, seed++));
+  }
+  return cases;
+}
+
+const std::vector<std::string>& op_names() {
+  static const std::vector<std::string> names = {"embedding", "rms_norm", "linear",   "rope",  "store_kv",
+                                                 "attention", "silu_mul", "add", "gather_rows"};
+  return names;
+}
+
+}  // namespace tessera::test

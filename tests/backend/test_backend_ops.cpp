@@ -1,0 +1,153 @@
+// Every op of backend.h, on every backend under test, against the CPU reference backend: the same
+// random inputs on both sides, outputs poisoned with NaN before the call, scored by
+// NMSE = mse(out, ref) / mse(ref, 0) under a per-op limit (see op_cases.cpp).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <iostream>
+#include <memory>
+
+#include "backend/backend.h"
+#include "op_cases.h"
+
+namespace tessera::test {
+namespace {
+
+struct BackendUnderTest {
+  std::string name;
+  // Returns nullptr where the backend is not available (no GPU, not built): its tests skip.
+  std::function<std::unique_ptr<Backend>()> make;
+};
+
+// One line per backend.
+const std::vector<BackendUnderTest>& backends_under_test() {
+  static const std::vector<BackendUnderTest> list = {
+      {"cpu", [] { return make_cpu_backend(); }},
+  };
+  return list;
+}
+
+double nmse(const std::vector<float>& out, const std::vector<float>& ref) {
+  double err = 0, sig = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double d = double(out[i]) - ref[i];
+    err += d * d;
+    sig += double(ref[i]) * ref[i];
+  }
+  return sig > 0 ? err / sig : (err > 0 ? INFINITY : 0);
+}
+
+size_t count_non_finite(const std::vector<float>& v) {
+  size_t n = 0;
+  for (float x : v) n += !std::isfinite(x);
+  return n;
+}
+
+// Runs one case on `be` and on `ref`; returns what is wrong (empty when it passes) and the worst NMSE.
+std::vector<std::string> check_case(const OpCase& c, Backend& be, Backend& ref, double& worst) {
+  std::vector<std::string> faults;
+  auto want = c.run(ref);
+  auto got = c.run(be);
+  if (got.size() != want.size()) return {"wrong number of outputs"};
+  for (size_t i = 0; i < want.size(); ++i) {
+    std::string out = "output " + std::to_string(i) + ": ";
+    if (count_non_finite(want[i])) faults.push_back(out + "the reference is not finite");
+    if (size_t n = count_non_finite(got[i])) faults.push_back(out + std::to_string(n) + " unwritten (NaN) or non-finite elements");
+    double e = nmse(got[i], want[i]);
+    if (!(e <= c.max_nmse)) faults.push_back(out + "NMSE " + std::to_string(e) + " over the limit " + std::to_string(c.max_nmse));
+    worst = std::max(worst, e);
+  }
+  return faults;
+}
+
+using Param = std::tuple<size_t, std::string>;  // (index into backends_under_test, op)
+
+class BackendOps : public ::testing::TestWithParam<Param> {};
+
+TEST_P(BackendOps, MatchesReference) {
+  const auto& [index, op] = GetParam();
+  const BackendUnderTest& bt = backends_under_test()[index];
+  std::unique_ptr<Backend> be = bt.make();
+  if (!be) GTEST_SKIP() << "backend " << bt.name << " is not available on this machine";
+  std::unique_ptr<Backend> ref = make_cpu_backend({.reference = true});
+
+  std::vector<OpCase> cases = op_cases(op);
+  ASSERT_FALSE(cases.empty()) << "no cases for op " << op;
+  double worst = 0, limit = 0;
+  for (const OpCase& c : cases) {
+    for (const auto& f : check_case(c, *be, *ref, worst)) ADD_FAILURE() << c.name << ": " << f;
+    limit = std::max(limit, c.max_nmse);
+  }
+  std::cout << bt.name << " " << op << ": " << cases.size() << " cases, worst NMSE " << worst << " (limit "
+            << limit << ")\n";
+}
+
+std::vector<Param> all_params() {
+  std::vector<Param> ps;
+  for (size_t b = 0; b < backends_under_test().size(); ++b)
+    for (const auto& op : op_names()) ps.emplace_back(b, op);
+  return ps;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, BackendOps, ::testing::ValuesIn(all_params()), [](const auto& info) {
+  return backends_under_test()[std::get<0>(info.param)].name + "_" + std::get<1>(info.param);
+});
+
+// The harness itself must catch a backend that leaves an element unwritten or is slightly off.
+class Faulty final : public Backend {
+ public:
+  enum class Fault { Unwritten, Perturbed, SkippedRow };
+  explicit Faulty(Fault f) : fault_(f), ref_(make_cpu_backend({.reference = true})) {}
+  std::string name() const override { return "faulty"; }
+  Device device() const override { return Device::CPU; }
+  Tensor empty(DType dt, Shape s) override { return ref_->empty(dt, std::move(s)); }
+  Tensor upload(const Tensor& h) override { return ref_->upload(h); }
+  void download(const Tensor& s, void* d) override { ref_->download(s, d); }
+  void embedding(const Tensor& t, const Tensor& i, Tensor& o) override { ref_->embedding(t, i, o); }
+  void rms_norm(const Tensor& x, const Tensor& w, float e, float off, Tensor& o) override { ref_->rms_norm(x, w, e, off, o); }
+  void linear(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out) override {
+    float last = out.data<float>()[out.numel() - 1];
+    ref_->linear(x, w, b, out);
+    if (fault_ == Fault::Unwritten) out.data<float>()[out.numel() - 1] = last;
+    // A systematic relative error of 1e-4 (say, a conversion that drops the low bits): NMSE 1e-8.
+    if (fault_ == Fault::Perturbed)
+      for (int64_t i = 0; i < out.numel(); ++i) out.data<float>()[i] *= 1.0001f;
+  }
+  void rope(Tensor& x, const Tensor& p, const RopeParams& rp) override { ref_->rope(x, p, rp); }
+  void store_kv(const Tensor& k, const Tensor& v, const Tensor& s, Tensor& kc, Tensor& vc) override {
+    int64_t T = k.dim(0);
+    if (fault_ == Fault::SkippedRow && T > 1) {
+      ref_->store_kv(k.slice_rows(0, T - 1), v.slice_rows(0, T - 1), s.slice_rows(0, T - 1), kc, vc);
+    } else {
+      ref_->store_kv(k, v, s, kc, vc);
+    }
+  }
+  void attention(const Tensor& q, const Tensor& kc, const Tensor& vc, const AttentionMeta& m,
+                 const AttentionParams& p, Tensor& o) override { ref_->attention(q, kc, vc, m, p, o); }
+  void silu_mul(const Tensor& g, const Tensor& u, Tensor& o) override { ref_->silu_mul(g, u, o); }
+  void add(const Tensor& a, const Tensor& b, Tensor& o) override { ref_->add(a, b, o); }
+  void gather_rows(const Tensor& x, const Tensor& r, Tensor& o) override { ref_->gather_rows(x, r, o); }
+
+ private:
+  Fault fault_;
+  std::unique_ptr<Backend> ref_;
+};
+
+TEST(BackendOpsHarness, CatchesFaults) {
+  auto ref = make_cpu_backend({.reference = true});
+  auto fails_somewhere = [&](Faulty::Fault f, const std::string& op) {
+    Faulty faulty(f);
+    size_t failed = 0;
+    double worst = 0;
+    for (const OpCase& c : op_cases(op)) failed += !check_case(c, faulty, *ref, worst).empty();
+    return failed;
+  };
+  size_t linear_cases = op_cases("linear").size();
+  EXPECT_EQ(fails_somewhere(Faulty::Fault::Unwritten, "linear"), linear_cases);
+  EXPECT_EQ(fails_somewhere(Faulty::Fault::Perturbed, "linear"), linear_cases);
+  EXPECT_GT(fails_somewhere(Faulty::Fault::SkippedRow, "store_kv"), 0u);
+}
+
+}  // namespace
+}  // namespace tessera::test
