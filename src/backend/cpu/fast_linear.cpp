@@ -1,39 +1,109 @@
+// linear: out[T, N] = x[T, K] · w[N, K]ᵀ (+ bias). Few tokens (decode): stream each weight row once
+// from memory straight into FMAs (gemv below). Many tokens (prefill): the packed GEMM of fast_gemm.cpp.
+#include <algorithm>
 #include <vector>
 
+#include "backend/cpu/fast_gemm.h"
 #include "backend/cpu/fast_ops.h"
+#include "backend/cpu/fast_simd.h"
 #include "backend/cpu/reference_ops.h"
 #include "core/error.h"
 
 namespace tessera::cpu::fast {
+namespace {
 
-// Output features are split across threads; each weight row is converted once and reused
-// for every token of the batch.
+// Up to this many tokens the weight-streaming kernel wins (measured with bench_cpu_ops).
+constexpr int64_t kGemvMaxTokens = 8;
+
+// R weight rows × TT tokens: acc[r][t] += w[r, k:k+8] * x[t, k:k+8]. Each weight vector is
+// loaded and widened once and feeds TT FMAs; R independent rows keep enough loads in flight.
+template <class W, int R, int TT>
+void gemv_tile(const typename W::T* w, int64_t K, const float* x, float* out, int64_t ldo) {
+  __m256 acc[R][TT];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) acc[r][t] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+    __m256 wv[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) wv[r] = W::load8(w + r * K + k);
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) {
+      __m256 xv = _mm256_loadu_ps(x + t * K + k);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
+    }
+  }
+  // Fully unrolled so the accumulators stay in registers (a runtime index would spill them).
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) {
+      float s = hsum(acc[r][t]);
+      for (int64_t j = k; j < K; ++j) s += W::load1(w + r * K + j) * x[t * K + j];
+      out[t * ldo + r] = s;
+    }
+}
+
+// Token groups of up to 4, as even as possible (T = 5 -> 3 + 2, not 4 + 1).
+template <class W, int R>
+void gemv_rows(const typename W::T* w, int64_t K, const float* x, int64_t T, float* out, int64_t N) {
+  for (int64_t t0 = 0; t0 < T;) {
+    int64_t groups = (T - t0 + 3) / 4, tt = (T - t0 + groups - 1) / groups;
+    const float* xt = x + t0 * K;
+    float* ot = out + t0 * N;
+    switch (tt) {
+      case 1: gemv_tile<W, R, 1>(w, K, xt, ot, N); break;
+      case 2: gemv_tile<W, R, 2>(w, K, xt, ot, N); break;
+      case 3: gemv_tile<W, R, 3>(w, K, xt, ot, N); break;
+      default: gemv_tile<W, R, 4>(w, K, xt, ot, N); break;
+    }
+    t0 += tt;
+  }
+}
+
+// Rows in blocks of R: 4 for one token (enough independent streams to keep memory busy), 2 for
+// more (2 rows x 4 tokens of accumulators fit the 16 registers without spilling).
+template <class W, int R>
+void gemv_range(const typename W::T* w, int64_t K, const float* x, int64_t T, float* out, int64_t N, int64_t n0,
+                int64_t n1) {
+  int64_t n = n0;
+  for (; n + R <= n1; n += R) gemv_rows<W, R>(w + n * K, K, x, T, out + n, N);
+  for (; n < n1; ++n) gemv_rows<W, 1>(w + n * K, K, x, T, out + n, N);
+}
+
+template <class W>
+void gemv(ThreadPool& pool, const float* x, const typename W::T* w, int64_t T, int64_t K, int64_t N, float* out) {
+  // Each thread takes one contiguous range of rows, at least ~64 KiB of weights.
+  int64_t grain = std::max<int64_t>(4, (65536 / (K * int64_t(sizeof(typename W::T))) + 3) / 4 * 4);
+  pool.parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
+    if (T == 1) gemv_range<W, 4>(w, K, x, T, out, N, n0, n1);
+    else gemv_range<W, 2>(w, K, x, T, out, N, n0, n1);
+  });
+}
+
+}  // namespace
+
 void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
   int64_t K = x.dim(-1), T = x.numel() / K, N = w.dim(0);
   TESSERA_CHECK(w.dim(1) == K, "linear: weight " + shape_str(w.shape()) + " vs input " + shape_str(x.shape()));
-  std::vector<float> b(N, 0.0f);
-  if (bias.defined()) ref::to_f32(bias, 0, N, b.data());
+  TESSERA_CHECK(out.numel() == T * N, "linear: output " + shape_str(out.shape()) + " for " +
+                                          std::to_string(T) + " x " + std::to_string(N));
   const float* xp = x.data<float>();
   float* op = out.data<float>();
-  pool.parallel_for(N, 16, [&](int64_t n0, int64_t n1) {
-    std::vector<float> row(K);
-    for (int64_t n = n0; n < n1; ++n) {
-      const float* r = row.data();
-      if (w.dtype() == DType::F32) r = w.data<float>() + n * K;
-      else ref::to_f32(w, n * K, K, row.data());
-      for (int64_t t = 0; t < T; ++t) {
-        const float* xr = xp + t * K;
-        float acc[8] = {};
-        int64_t k = 0;
-        for (; k + 8 <= K; k += 8)
-          for (int j = 0; j < 8; ++j) acc[j] += xr[k + j] * r[k + j];
-        float sum = 0;
-        for (; k < K; ++k) sum += xr[k] * r[k];
-        for (int j = 0; j < 8; ++j) sum += acc[j];
-        op[t * N + n] = sum + b[n];
-      }
-    }
+  with_weight_type(w.dtype(), [&]<class W>() {
+    const auto* wp = static_cast<const typename W::T*>(w.raw());
+    if (T <= kGemvMaxTokens) gemv<W>(pool, xp, wp, T, K, N, op);
+    else gemm<W>(pool, xp, wp, T, K, N, op);
   });
+  if (bias.defined()) {
+    std::vector<float> b(N);
+    ref::to_f32(bias, 0, N, b.data());
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t n = 0; n < N; ++n) op[t * N + n] += b[n];
+  }
 }
 
 }  // namespace tessera::cpu::fast

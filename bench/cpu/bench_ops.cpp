@@ -1,0 +1,112 @@
+// Op-level CPU numbers next to the machine's measured memory read bandwidth:
+// GEMV (decode, weight-streaming) GB/s for Llama-3.2-1B-shaped bf16 weights, and GEMM (prefill) GFLOP/s.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/dtype.h"
+#include "core/threadpool.h"
+#include "membw.h"
+
+namespace tessera::bench {
+namespace {
+
+struct G {
+  const char* name;
+  int64_t N, K;
+};
+
+// Several copies of a weight, together larger than the last-level cache, used in turn so each
+// call streams its weight from memory as decode does.
+std::vector<Tensor> cold_weights(DType dt, int64_t N, int64_t K, size_t min_total_bytes) {
+  size_t bytes = size_t(N * K) * dtype_size(dt);
+  size_t copies = std::max<size_t>(1, (min_total_bytes + bytes - 1) / bytes);
+  std::vector<Tensor> ws;
+  uint32_t state = 12345;
+  for (size_t c = 0; c < copies; ++c) {
+    Tensor w = Tensor::empty(dt, {N, K});
+    uint16_t* p = w.data<uint16_t>();
+    for (int64_t i = 0; i < N * K; ++i) {
+      state = state * 1664525u + 1013904223u;
+      // Small random values (|x| < 2^-4), exact in bf16.
+      p[i] = uint16_t(0x3c00 | ((state >> 16) & 0x7f) | ((state >> 8) & 0x8000));
+    }
+    ws.push_back(w);
+  }
+  return ws;
+}
+
+// Best of 5 rounds of `calls` calls: the machine may be shared, and the best round is the one
+// least disturbed by other work.
+double seconds_per_call(const std::function<void(int)>& fn, int calls) {
+  fn(0);  // warm up
+  double best = 1e30;
+  for (int round = 0; round < 5; ++round) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) fn(round * calls + i);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / calls);
+  }
+  return best;
+}
+
+void bench_gemv(Backend& be, double bw, size_t cold_bytes) {
+  std::printf("%-28s %4s %10s %9s %8s %9s\n", "GEMV (bf16 weight)", "T", "ms/call", "GB/s", "% of bw", "GFLOP/s");
+  for (G g : {G{"gate/up  N=8192 K=2048", 8192, 2048}, G{"down     N=2048 K=8192", 2048, 8192},
+              G{"lm_head  N=128256 K=2048", 128256, 2048}}) {
+    auto ws = cold_weights(DType::BF16, g.N, g.K, cold_bytes);
+    for (int T : {1, 8}) {
+      Tensor x = Tensor::empty(DType::F32, {T, g.K}), out = Tensor::empty(DType::F32, {T, g.N});
+      for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(i % 7) * 0.1f;
+      int calls = std::max<int>(2, int(1e9 / double(ws[0].nbytes())));
+      double s = seconds_per_call([&](int i) { be.linear(x, ws[size_t(i) % ws.size()], Tensor(), out); }, calls);
+      double gbs = double(ws[0].nbytes()) / s / 1e9;
+      std::printf("%-28s %4d %10.3f %9.1f %7.0f%% %9.1f\n", g.name, T, s * 1e3, gbs, 100 * gbs / bw,
+                  2.0 * T * g.N * g.K / s / 1e9);
+    }
+  }
+
+}
+
+void bench_gemm(Backend& be) {
+  std::printf("\n%-28s %4s %10s %9s\n", "GEMM (bf16 weight)", "T", "ms/call", "GFLOP/s");
+  for (G g : {G{"q/o      N=2048 K=2048", 2048, 2048}, G{"gate/up  N=8192 K=2048", 8192, 2048},
+              G{"down     N=2048 K=8192", 2048, 8192}}) {
+    auto ws = cold_weights(DType::BF16, g.N, g.K, 0);
+    int T = 128;
+    Tensor x = Tensor::empty(DType::F32, {T, g.K}), out = Tensor::empty(DType::F32, {T, g.N});
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(i % 7) * 0.1f;
+    double s = seconds_per_call([&](int) { be.linear(x, ws[0], Tensor(), out); }, 3);
+    std::printf("%-28s %4d %10.2f %9.1f\n", g.name, T, s * 1e3, 2.0 * T * g.N * g.K / s / 1e9);
+  }
+}
+
+}  // namespace
+}  // namespace tessera::bench
+
+int main(int argc, char** argv) {
+  using namespace tessera;
+  using namespace tessera::bench;
+  CLI::App app{"CPU op benchmark"};
+  int threads = 0;
+  double cold_gib = 1.0;
+  app.add_option("--threads", threads, "threads (0: all cores)");
+  std::string only;
+  app.add_option("--only", only, "run only this part: gemv or gemm");
+  app.add_option("--cold-gib", cold_gib, "GiB of weight copies cycled through so GEMV reads from memory");
+  CLI11_PARSE(app, argc, argv);
+  if (threads > 0) ThreadPool::set_global_threads(threads);
+  ThreadPool& pool = ThreadPool::global();
+  auto be = make_cpu_backend();
+
+  ThreadPool one(1);
+  double bw1 = read_bandwidth_gbs(one), bw = read_bandwidth_gbs(pool);
+  std::printf("memory read bandwidth: %.1f GB/s with 1 thread, %.1f GB/s with %d threads\n\n", bw1, bw, pool.size());
+
+  if (only != "gemm") bench_gemv(*be, bw, size_t(cold_gib * (1 << 30)));
+  if (only != "gemv") bench_gemm(*be);
+  return 0;
+}
