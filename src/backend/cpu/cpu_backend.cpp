@@ -31,7 +31,8 @@ class CpuBackend final : public Backend {
   void download(const Tensor& src, void* dst) override { std::memcpy(dst, src.raw(), src.nbytes()); }
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override {
-    cpu::ref::embedding(table, ids, out);
+    if (reference_) cpu::ref::embedding(table, ids, out);
+    else cpu::fast::embedding(*pool_, table, ids, out);
   }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, float offset, Tensor& out) override {
     if (reference_) cpu::ref::rms_norm(x, w, eps, offset, out);
@@ -41,7 +42,11 @@ class CpuBackend final : public Backend {
     if (reference_) cpu::ref::linear(x, w, bias, out);
     else cpu::fast::linear(*pool_, x, w, bias, out);
   }
-  void rope(Tensor& x, const Tensor& positions, const RopeParams& p) override { cpu::ref::rope(x, positions, p); }
+  void rope(Tensor& x, const Tensor& positions, const RopeParams& p) override {
+    if (reference_) cpu::ref::rope(x, positions, p);
+    else cpu::fast::rope(*pool_, x, positions, p);
+  }
+  // store_kv and gather_rows are row copies (memcpy) in the reference already.
   void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& kc, Tensor& vc) override {
     cpu::ref::store_kv(k, v, slots, kc, vc);
   }
@@ -54,7 +59,10 @@ class CpuBackend final : public Backend {
     if (reference_) cpu::ref::silu_mul(gate, up, out);
     else cpu::fast::silu_mul(*pool_, gate, up, out);
   }
-  void add(const Tensor& a, const Tensor& b, Tensor& out) override { cpu::ref::add(a, b, out); }
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override {
+    if (reference_) cpu::ref::add(a, b, out);
+    else cpu::fast::add(*pool_, a, b, out);
+  }
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
     cpu::ref::gather_rows(x, rows, out);
   }

@@ -1,33 +1,131 @@
+// Row-wise and pointwise ops: AVX2 over the row, threads over rows (or over elements) once the
+// work is large enough to pay for waking the pool.
 #include <cmath>
 #include <vector>
 
 #include "backend/cpu/fast_ops.h"
+#include "backend/cpu/fast_simd.h"
 #include "backend/cpu/reference_ops.h"
+#include "core/error.h"
 
 namespace tessera::cpu::fast {
+namespace {
+
+// Elements per thread below which another thread costs more than it saves.
+constexpr int64_t kMinPerThread = 16384;
+
+// dst[0, n) = src as f32, for a row of an f32/f16/bf16 tensor.
+template <class W>
+void widen(const typename W::T* src, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, W::load8(src + i));
+  for (; i < n; ++i) dst[i] = W::load1(src + i);
+}
+
+void widen_row(const Tensor& t, int64_t offset, int64_t n, float* dst) {
+  with_weight_type(t.dtype(), [&]<class W>() { widen<W>(static_cast<const typename W::T*>(t.raw()) + offset, n, dst); });
+}
+
+}  // namespace
+
+void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, Tensor& out) {
+  int64_t T = ids.numel(), D = table.dim(1), V = table.dim(0);
+  const int32_t* id = ids.data<int32_t>();
+  for (int64_t t = 0; t < T; ++t)
+    TESSERA_CHECK(id[t] >= 0 && id[t] < V, "token id " + std::to_string(id[t]) + " out of vocabulary range");
+  pool.parallel_for(T, std::max<int64_t>(1, kMinPerThread / D), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) widen_row(table, int64_t(id[t]) * D, D, out.data<float>() + t * D);
+  });
+}
 
 void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, float eps, float offset, Tensor& out) {
   int64_t D = x.dim(-1), T = x.numel() / D;
-  std::vector<float> wf(D);
-  ref::to_f32(w, 0, D, wf.data());
-  pool.parallel_for(T, 8, [&](int64_t t0, int64_t t1) {
+  std::vector<float> wf(static_cast<size_t>(D));
+  widen_row(w, 0, D, wf.data());
+  for (float& v : wf) v += offset;
+  pool.parallel_for(T, std::max<int64_t>(1, kMinPerThread / D), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const float* xr = x.data<float>() + t * D;
       float* o = out.data<float>() + t * D;
-      float ss = 0;
-      for (int64_t i = 0; i < D; ++i) ss += xr[i] * xr[i];
+      __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+      int64_t i = 0;
+      for (; i + 16 <= D; i += 16) {
+        __m256 v0 = _mm256_loadu_ps(xr + i), v1 = _mm256_loadu_ps(xr + i + 8);
+        a0 = _mm256_fmadd_ps(v0, v0, a0);
+        a1 = _mm256_fmadd_ps(v1, v1, a1);
+      }
+      float ss = hsum(_mm256_add_ps(a0, a1));
+      for (; i < D; ++i) ss += xr[i] * xr[i];
       float inv = 1.0f / std::sqrt(ss / float(D) + eps);
-      for (int64_t i = 0; i < D; ++i) o[i] = xr[i] * inv * (wf[i] + offset);
+      __m256 iv = _mm256_set1_ps(inv);
+      i = 0;
+      for (; i + 8 <= D; i += 8)
+        _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(xr + i), iv), _mm256_loadu_ps(wf.data() + i)));
+      for (; i < D; ++i) o[i] = xr[i] * inv * wf[size_t(i)];
     }
   });
 }
 
 void silu_mul(ThreadPool& pool, const Tensor& gate, const Tensor& up, Tensor& out) {
-  pool.parallel_for(gate.numel(), 4096, [&](int64_t i0, int64_t i1) {
-    const float* g = gate.data<float>();
-    const float* u = up.data<float>();
-    float* o = out.data<float>();
-    for (int64_t i = i0; i < i1; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  const float* g = gate.data<float>();
+  const float* u = up.data<float>();
+  float* o = out.data<float>();
+  pool.parallel_for(gate.numel(), kMinPerThread, [&](int64_t i0, int64_t i1) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    int64_t i = i0;
+    for (; i + 8 <= i1; i += 8) {
+      __m256 gv = _mm256_loadu_ps(g + i);
+      __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), gv));
+      __m256 s = _mm256_div_ps(gv, _mm256_add_ps(one, e));
+      _mm256_storeu_ps(o + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
+    }
+    for (; i < i1; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  });
+}
+
+void add(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor& out) {
+  const float* ap = a.data<float>();
+  const float* bp = b.data<float>();
+  float* o = out.data<float>();
+  pool.parallel_for(a.numel(), 4 * kMinPerThread, [&](int64_t i0, int64_t i1) {
+    int64_t i = i0;
+    for (; i + 8 <= i1; i += 8) _mm256_storeu_ps(o + i, _mm256_add_ps(_mm256_loadu_ps(ap + i), _mm256_loadu_ps(bp + i)));
+    for (; i < i1; ++i) o[i] = ap[i] + bp[i];
+  });
+}
+
+// cos/sin once per (token, frequency), in f32 as transformers computes the angle, then applied
+// to every head with AVX2.
+void rope(ThreadPool& pool, Tensor& x, const Tensor& positions, const RopeParams& p) {
+  int64_t T = x.dim(0), H = x.dim(1), Dh = x.dim(2), half = p.rotary_dim / 2;
+  const float* inv_freq = p.inv_freq.data<float>();
+  pool.parallel_for(T, std::max<int64_t>(1, kMinPerThread / (H * Dh)), [&](int64_t t0, int64_t t1) {
+    std::vector<float> cs(static_cast<size_t>(2 * half));
+    float* c = cs.data();
+    float* s = cs.data() + half;
+    for (int64_t t = t0; t < t1; ++t) {
+      float pos = float(positions.data<int32_t>()[t]);
+      for (int64_t i = 0; i < half; ++i) {
+        float angle = pos * inv_freq[i];
+        c[i] = std::cos(angle) * p.attention_scaling;
+        s[i] = std::sin(angle) * p.attention_scaling;
+      }
+      for (int64_t h = 0; h < H; ++h) {
+        float* v = x.data<float>() + (t * H + h) * Dh;
+        int64_t i = 0;
+        for (; i + 8 <= half; i += 8) {
+          __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + i + half);
+          __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
+          _mm256_storeu_ps(v + i, _mm256_fmsub_ps(a, cv, _mm256_mul_ps(b, sv)));
+          _mm256_storeu_ps(v + i + half, _mm256_fmadd_ps(b, cv, _mm256_mul_ps(a, sv)));
+        }
+        for (; i < half; ++i) {
+          float a = v[i], b = v[i + half];
+          v[i] = a * c[i] - b * s[i];
+          v[i + half] = b * c[i] + a * s[i];
+        }
+      }
+    }
   });
 }
 

@@ -6,10 +6,13 @@
 
 namespace tessera::cpu::fast {
 
+void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, Tensor& out);
 void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                const AttentionMeta& meta, const AttentionParams& p, Tensor& out);
 void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, float eps, float offset, Tensor& out);
 void silu_mul(ThreadPool& pool, const Tensor& gate, const Tensor& up, Tensor& out);
+void add(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor& out);
+void rope(ThreadPool& pool, Tensor& x, const Tensor& positions, const RopeParams& p);
 
 }  // namespace tessera::cpu::fast
