@@ -17,6 +17,7 @@ void Scheduler::preempt(Sequence* seq) {
   blocks_.release(*seq);
   seq->status = SeqStatus::Waiting;
   waiting_.push_front(seq);
+  ++num_preemptions_;
 }
 
 std::vector<ScheduledSeq> Scheduler::schedule() {

@@ -34,6 +34,7 @@ class Scheduler {
   int num_waiting() const { return int(waiting_.size()); }
   int num_running() const { return int(running_.size()); }
   bool empty() const { return waiting_.empty() && running_.empty(); }
+  int64_t num_preemptions() const { return num_preemptions_; }
 
  private:
   void preempt(Sequence* seq);
@@ -42,6 +43,7 @@ class Scheduler {
   BlockManager& blocks_;
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;
+  int64_t num_preemptions_ = 0;
 };
 
 }  // namespace tessera

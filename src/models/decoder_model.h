@@ -8,7 +8,7 @@ namespace tessera {
 class DecoderModel final : public Model {
  public:
   DecoderModel(const HfConfig& cfg, const nn::DecoderOptions& opts, const WeightStore& w, Backend& be)
-      : decoder_(cfg, opts, w, be), max_context_(cfg.get_or<int>("max_position_embeddings", 2048)) {}
+      : decoder_(cfg, opts, w, be), max_context_(nn::Rope::scaled_context(cfg)) {}
   Tensor forward(const ForwardBatch& fb, KvCache& cache) override { return decoder_.forward(fb, cache); }
   KvCacheSpec kv_spec() const override { return decoder_.kv_spec(); }
   int vocab_size() const override { return decoder_.options().vocab_size; }

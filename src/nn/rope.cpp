@@ -72,6 +72,18 @@ Rope::Rope(const HfConfig& cfg, int head_dim, Backend& be) : be_(be) {
   set(inv, attention_scaling);
 }
 
+int Rope::scaled_context(const HfConfig& cfg) {
+  int max_pos = cfg.get_or<int>("max_position_embeddings", 2048);
+  json scaling = cfg.has("rope_scaling") ? cfg.raw()["rope_scaling"]
+                                         : cfg.has("rope_parameters") ? cfg.raw()["rope_parameters"] : json();
+  if (!scaling.is_object()) return max_pos;
+  std::string type = scaling.value("rope_type", scaling.value("type", std::string("default")));
+  double factor = scaling.value("factor", 1.0);
+  if (type == "dynamic") return int(max_pos * factor);
+  if (type == "yarn") return std::max(max_pos, int(scaling.value("original_max_position_embeddings", max_pos) * factor));
+  return max_pos;
+}
+
 // inv_freq[i] = 1 / base^(2i / dim), in f32 as transformers computes it.
 std::vector<float> Rope::default_inv_freq(double base) const {
   std::vector<float> inv(size_t(rotary_dim_ / 2));

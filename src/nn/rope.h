@@ -17,6 +17,9 @@ class Rope {
   // context).
   const RopeParams& params(int max_position);
   int rotary_dim() const { return rotary_dim_; }
+  // The context the scaling is made for: max_position_embeddings, or the scaled length for
+  // dynamic and yarn scaling (whose configs give the original length).
+  static int scaled_context(const HfConfig& cfg);
 
  private:
   std::vector<float> default_inv_freq(double base) const;
