@@ -13,6 +13,7 @@
 #include <random>
 
 #include "backend/backend.h"
+#include "backend/cpu/fast_ops.h"
 #include "core/threadpool.h"
 #include "engine/engine.h"
 #include "io/safetensors.h"
@@ -165,8 +166,8 @@ int main(int argc, char** argv) {
   double weight_gb = double(lm.weights->total_bytes()) / 1e9;
 
   double bw = read_bandwidth_gbs(pool);
-  std::printf("threads: %d, memory read bandwidth: %.1f GB/s, weights read per decode step: %.2f GB\n\n", pool.size(),
-              bw, weight_gb);
+  std::printf("threads: %d, kernels: %s, memory read bandwidth: %.1f GB/s, weights read per decode step: %.2f GB\n\n",
+              pool.size(), cpu::fast::isa_name(cpu::fast::isa()), bw, weight_gb);
 
   std::mt19937 rng(7);
   Run best1, best8;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/fast_ops.h"
 #include "core/dtype.h"
 #include "core/threadpool.h"
 #include "membw.h"
@@ -104,7 +105,8 @@ int main(int argc, char** argv) {
 
   ThreadPool one(1);
   double bw1 = read_bandwidth_gbs(one), bw = read_bandwidth_gbs(pool);
-  std::printf("memory read bandwidth: %.1f GB/s with 1 thread, %.1f GB/s with %d threads\n\n", bw1, bw, pool.size());
+  std::printf("memory read bandwidth: %.1f GB/s with 1 thread, %.1f GB/s with %d threads; kernels: %s\n\n", bw1, bw,
+              pool.size(), cpu::fast::isa_name(cpu::fast::isa()));
 
   if (only != "gemm") bench_gemv(*be, bw, size_t(cold_gib * (1 << 30)));
   if (only != "gemv") bench_gemm(*be);

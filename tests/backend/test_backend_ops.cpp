@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "backend/backend.h"
+#include "backend/cpu/fast_ops.h"
 #include "op_cases.h"
 
 namespace tessera::test {
@@ -20,10 +21,13 @@ struct BackendUnderTest {
   std::function<std::unique_ptr<Backend>()> make;
 };
 
-// One line per backend.
+// One line per backend. The CPU fast paths run once with the best instruction set of this CPU
+// (AVX-512 where present) and once held to the AVX2 baseline.
 const std::vector<BackendUnderTest>& backends_under_test() {
+  using namespace cpu::fast;
   static const std::vector<BackendUnderTest> list = {
-      {"cpu", [] { return make_cpu_backend(); }},
+      {"cpu", [] { return set_isa(best_isa()), make_cpu_backend(); }},
+      {"cpu_avx2", [] { return set_isa(Isa::Avx2), make_cpu_backend(); }},
   };
   return list;
 }
@@ -79,7 +83,7 @@ TEST_P(BackendOps, MatchesReference) {
     for (const auto& f : check_case(c, *be, *ref, worst)) ADD_FAILURE() << c.name << ": " << f;
     limit = std::max(limit, c.max_nmse);
   }
-  std::cout << bt.name << " " << op << ": " << cases.size() << " cases, worst NMSE " << worst << " (limit "
+  std::cout << be->name() << " (" << cpu::fast::isa_name(cpu::fast::isa()) << ") " << op << ": " << cases.size() << " cases, worst NMSE " << worst << " (limit "
             << limit << ")\n";
 }
 

@@ -1,18 +1,19 @@
-// Packed GEMM: blocks of 16 output features × KC inputs are widened to f32 and transposed into a
-// small per-thread scratch (never a second copy of the weight), then a 6×16 AVX2 microkernel
-// (12 accumulators) multiplies them with 6 tokens at a time. Threads split the output features.
+// Packed GEMM: blocks of NR output features × KC inputs are widened to f32 and transposed into a
+// small per-thread scratch (never a second copy of the weight), then a microkernel multiplies
+// them with MR tokens at a time: 6×16 on AVX2 (12 of 16 registers accumulate), 12×32 on
+// AVX-512 (24 of 32). Threads split the output features.
 #include "backend/cpu/fast_gemm.h"
 
 #include <algorithm>
 #include <memory>
 
+#include "backend/cpu/fast_ops.h"
 #include "backend/cpu/fast_simd.h"
 
 namespace tessera::cpu::fast {
 namespace {
 
-constexpr int MR = 6, NR = 16;
-constexpr int64_t KC = 256;  // one 16-feature panel: KC * 16 * 4 = 16 KiB, stays in L1
+constexpr int64_t KC = 256;  // one panel: KC * NR * 4 = 16 (AVX2) or 32 KiB (AVX-512), stays in L1
 constexpr int64_t NC = 128;  // features packed at a time: NC * KC * 4 = 128 KiB of scratch, in L2
 
 // In-register transpose: afterwards r[j][i] is the old r[i][j].
@@ -34,8 +35,8 @@ inline void transpose8(__m256 r[8]) {
   }
 }
 
-// Packs rows [0, nb) × columns [0, kc) of w (row stride K) as panels dst[p][k][16], zero past nb.
-template <class W>
+// Packs rows [0, nb) × columns [0, kc) of w (row stride K) as panels dst[p][k][NR], zero past nb.
+template <class W, int NR>
 void pack(const typename W::T* w, int64_t K, int64_t nb, int64_t kc, float* dst) {
   for (int64_t p = 0; p * NR < nb; ++p) {
     float* d = dst + p * kc * NR;
@@ -46,7 +47,7 @@ void pack(const typename W::T* w, int64_t K, int64_t nb, int64_t kc, float* dst)
         for (int64_t j = 0; j < NR; ++j) d[k * NR + j] = j < rows ? W::load1(wp + j * K + k) : 0.0f;
       continue;
     }
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < NR / 8; ++h) {
       const typename W::T* wh = wp + h * 8 * K;
       int64_t k = 0;
       for (; k + 8 <= kc; k += 8) {
@@ -61,10 +62,14 @@ void pack(const typename W::T* w, int64_t K, int64_t nb, int64_t kc, float* dst)
   }
 }
 
+using Kernel = void (*)(const float* x, int64_t ldx, const float* panel, int64_t kc, float* c, int64_t ldc,
+                        int64_t ncols, bool accumulate);
+
 // c[M, ncols] (+)= x[M, kc] · panel, where panel is [kc][16] and x has row stride ldx.
 template <int M>
-void kernel(const float* x, int64_t ldx, const float* b, int64_t kc, float* c, int64_t ldc, int64_t ncols,
-            bool accumulate) {
+void kernel_avx2(const float* x, int64_t ldx, const float* b, int64_t kc, float* c, int64_t ldc, int64_t ncols,
+                 bool accumulate) {
+  constexpr int NR = 16;
   __m256 acc[M][2];
 #pragma GCC unroll 8
   for (int m = 0; m < M; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
@@ -97,31 +102,79 @@ void kernel(const float* x, int64_t ldx, const float* b, int64_t kc, float* c, i
   }
 }
 
-using Kernel = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, bool);
-constexpr Kernel kKernels[MR + 1] = {nullptr, kernel<1>, kernel<2>, kernel<3>, kernel<4>, kernel<5>, kernel<6>};
+// The same with 512-bit vectors: panel is [kc][32].
+template <int M>
+TESSERA_AVX512 void kernel_avx512(const float* x, int64_t ldx, const float* b, int64_t kc, float* c, int64_t ldc,
+                                  int64_t ncols, bool accumulate) {
+  constexpr int NR = 32;
+  __m512 acc[M][2];
+#pragma GCC unroll 16
+  for (int m = 0; m < M; ++m) acc[m][0] = acc[m][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    __m512 b0 = _mm512_loadu_ps(b + k * NR), b1 = _mm512_loadu_ps(b + k * NR + 16);
+#pragma GCC unroll 16
+    for (int m = 0; m < M; ++m) {
+      __m512 a = _mm512_set1_ps(x[m * ldx + k]);
+      acc[m][0] = _mm512_fmadd_ps(a, b0, acc[m][0]);
+      acc[m][1] = _mm512_fmadd_ps(a, b1, acc[m][1]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int m = 0; m < M; ++m) {
+    float* cm = c + m * ldc;
+    if (ncols == NR) {
+      if (accumulate) {
+        acc[m][0] = _mm512_add_ps(acc[m][0], _mm512_loadu_ps(cm));
+        acc[m][1] = _mm512_add_ps(acc[m][1], _mm512_loadu_ps(cm + 16));
+      }
+      _mm512_storeu_ps(cm, acc[m][0]);
+      _mm512_storeu_ps(cm + 16, acc[m][1]);
+    } else {
+      alignas(64) float tmp[NR];
+      _mm512_store_ps(tmp, acc[m][0]);
+      _mm512_store_ps(tmp + 16, acc[m][1]);
+      for (int64_t j = 0; j < ncols; ++j) cm[j] = accumulate ? cm[j] + tmp[j] : tmp[j];
+    }
+  }
+}
 
-}  // namespace
+constexpr Kernel kAvx2[] = {nullptr, kernel_avx2<1>, kernel_avx2<2>, kernel_avx2<3>, kernel_avx2<4>, kernel_avx2<5>,
+                            kernel_avx2<6>};
+constexpr Kernel kAvx512[] = {nullptr,           kernel_avx512<1>,  kernel_avx512<2>, kernel_avx512<3>,
+                              kernel_avx512<4>,  kernel_avx512<5>,  kernel_avx512<6>, kernel_avx512<7>,
+                              kernel_avx512<8>,  kernel_avx512<9>,  kernel_avx512<10>, kernel_avx512<11>,
+                              kernel_avx512<12>};
 
-template <class W>
-void gemm(ThreadPool& pool, const float* x, const typename W::T* w, int64_t T, int64_t K, int64_t N, float* out) {
+// kernels[m] computes m tokens (1 <= m <= MR) against one NR-feature panel.
+template <class W, int NR>
+void gemm_with(ThreadPool& pool, const float* x, const typename W::T* w, int64_t T, int64_t K, int64_t N, float* out,
+               int64_t MR, const Kernel* kernels) {
   pool.parallel_for(N, NR, [&](int64_t n0, int64_t n1) {
     auto scratch = std::unique_ptr<float[]>(new float[NC * KC]);
     for (int64_t nc0 = n0; nc0 < n1; nc0 += NC) {
       int64_t nb = std::min(NC, n1 - nc0);
       for (int64_t k0 = 0; k0 < K; k0 += KC) {
         int64_t kc = std::min(KC, K - k0);
-        pack<W>(w + nc0 * K + k0, K, nb, kc, scratch.get());
+        pack<W, NR>(w + nc0 * K + k0, K, nb, kc, scratch.get());
         for (int64_t p = 0; p * NR < nb; ++p) {
           const float* b = scratch.get() + p * kc * NR;
           int64_t ncols = std::min<int64_t>(NR, nb - p * NR);
           for (int64_t t0 = 0; t0 < T; t0 += MR) {
             int64_t m = std::min<int64_t>(MR, T - t0);
-            kKernels[m](x + t0 * K + k0, K, b, kc, out + t0 * N + nc0 + p * NR, N, ncols, k0 > 0);
+            kernels[m](x + t0 * K + k0, K, b, kc, out + t0 * N + nc0 + p * NR, N, ncols, k0 > 0);
           }
         }
       }
     }
   });
+}
+
+}  // namespace
+
+template <class W>
+void gemm(ThreadPool& pool, const float* x, const typename W::T* w, int64_t T, int64_t K, int64_t N, float* out) {
+  if (isa() == Isa::Avx512) gemm_with<W, 32>(pool, x, w, T, K, N, out, 12, kAvx512);
+  else gemm_with<W, 16>(pool, x, w, T, K, N, out, 6, kAvx2);
 }
 
 template void gemm<F32W>(ThreadPool&, const float*, const float*, int64_t, int64_t, int64_t, float*);

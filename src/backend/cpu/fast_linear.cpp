@@ -47,31 +47,64 @@ void gemv_tile(const typename W::T* w, int64_t K, const float* x, float* out, in
     }
 }
 
+// The same with 512-bit vectors, for several tokens, where the FMAs rather than memory limit.
+template <class W, int R, int TT>
+TESSERA_AVX512 void gemv_tile_avx512(const typename W::T* w, int64_t K, const float* x, float* out, int64_t ldo) {
+  __m512 acc[R][TT];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) acc[r][t] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    __m512 wv[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) wv[r] = W::load16(w + r * K + k);
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) {
+      __m512 xv = _mm512_loadu_ps(x + t * K + k);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) {
+      alignas(64) float lanes[16];
+      _mm512_store_ps(lanes, acc[r][t]);
+      float s = hsum(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8)));
+      for (int64_t j = k; j < K; ++j) s += W::load1(w + r * K + j) * x[t * K + j];
+      out[t * ldo + r] = s;
+    }
+}
+
 // Token groups of up to 4, as even as possible (T = 5 -> 3 + 2, not 4 + 1).
-template <class W, int R>
+template <class W, int R, bool Wide>
 void gemv_rows(const typename W::T* w, int64_t K, const float* x, int64_t T, float* out, int64_t N) {
   for (int64_t t0 = 0; t0 < T;) {
     int64_t groups = (T - t0 + 3) / 4, tt = (T - t0 + groups - 1) / groups;
     const float* xt = x + t0 * K;
     float* ot = out + t0 * N;
     switch (tt) {
-      case 1: gemv_tile<W, R, 1>(w, K, xt, ot, N); break;
-      case 2: gemv_tile<W, R, 2>(w, K, xt, ot, N); break;
-      case 3: gemv_tile<W, R, 3>(w, K, xt, ot, N); break;
-      default: gemv_tile<W, R, 4>(w, K, xt, ot, N); break;
+      case 1: Wide ? gemv_tile_avx512<W, R, 1>(w, K, xt, ot, N) : gemv_tile<W, R, 1>(w, K, xt, ot, N); break;
+      case 2: Wide ? gemv_tile_avx512<W, R, 2>(w, K, xt, ot, N) : gemv_tile<W, R, 2>(w, K, xt, ot, N); break;
+      case 3: Wide ? gemv_tile_avx512<W, R, 3>(w, K, xt, ot, N) : gemv_tile<W, R, 3>(w, K, xt, ot, N); break;
+      default: Wide ? gemv_tile_avx512<W, R, 4>(w, K, xt, ot, N) : gemv_tile<W, R, 4>(w, K, xt, ot, N); break;
     }
     t0 += tt;
   }
 }
 
-// Rows in blocks of R: 4 for one token (enough independent streams to keep memory busy), 2 for
-// more (2 rows x 4 tokens of accumulators fit the 16 registers without spilling).
-template <class W, int R>
+// Rows in blocks of R: 4 for one token (enough independent streams to keep memory busy); for more
+// tokens 2 on AVX2 (2 rows x 4 tokens of accumulators fit its 16 registers without spilling) and
+// 4 on AVX-512 (32 registers).
+template <class W, int R, bool Wide>
 void gemv_range(const typename W::T* w, int64_t K, const float* x, int64_t T, float* out, int64_t N, int64_t n0,
                 int64_t n1) {
   int64_t n = n0;
-  for (; n + R <= n1; n += R) gemv_rows<W, R>(w + n * K, K, x, T, out + n, N);
-  for (; n < n1; ++n) gemv_rows<W, 1>(w + n * K, K, x, T, out + n, N);
+  for (; n + R <= n1; n += R) gemv_rows<W, R, Wide>(w + n * K, K, x, T, out + n, N);
+  for (; n < n1; ++n) gemv_rows<W, 1, Wide>(w + n * K, K, x, T, out + n, N);
 }
 
 template <class W>
@@ -79,8 +112,9 @@ void gemv(ThreadPool& pool, const float* x, const typename W::T* w, int64_t T, i
   // Each thread takes one contiguous range of rows, at least ~64 KiB of weights.
   int64_t grain = std::max<int64_t>(4, (65536 / (K * int64_t(sizeof(typename W::T))) + 3) / 4 * 4);
   pool.parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
-    if (T == 1) gemv_range<W, 4>(w, K, x, T, out, N, n0, n1);
-    else gemv_range<W, 2>(w, K, x, T, out, N, n0, n1);
+    if (T == 1) gemv_range<W, 4, false>(w, K, x, T, out, N, n0, n1);
+    else if (isa() == Isa::Avx512) gemv_range<W, 4, true>(w, K, x, T, out, N, n0, n1);
+    else gemv_range<W, 2, false>(w, K, x, T, out, N, n0, n1);
   });
 }
 

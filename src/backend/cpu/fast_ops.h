@@ -6,6 +6,15 @@
 
 namespace tessera::cpu::fast {
 
+// Instruction sets of the fast paths. AVX2/FMA/F16C is the baseline; where the CPU has AVX-512F
+// the compute-bound kernels (GEMM, multi-token GEMV) use it. Process-wide; the environment
+// variable TESSERA_CPU_ISA=avx2 starts with the baseline. set_isa() lets tests run both.
+enum class Isa { Avx2, Avx512 };
+Isa best_isa();         // what this CPU supports
+Isa isa();              // in use
+void set_isa(Isa isa);  // clamped to best_isa()
+const char* isa_name(Isa isa);
+
 void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, Tensor& out);
 void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

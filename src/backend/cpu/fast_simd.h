@@ -11,10 +11,16 @@
 
 namespace tessera::cpu::fast {
 
-// Weight element types: load8 widens 8 consecutive elements to f32 (exactly), load1 one element.
+#define TESSERA_AVX512 __attribute__((target("avx512f")))
+
+// Weight element types: load8 (load16) widens 8 (16) consecutive elements to f32 exactly, load1 one.
+// load16 is AVX-512 and only called from functions compiled for it (see isa() in fast_ops.h); its
+// maskz forms with a full mask compile to the plain instructions and avoid GCC 12's false
+// -Wmaybe-uninitialized on the unmasked intrinsics.
 struct F32W {
   using T = float;
   static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+  TESSERA_AVX512 static __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
   static float load1(const float* p) { return *p; }
 };
 struct BF16W {
@@ -24,11 +30,18 @@ struct BF16W {
     __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
   }
+  TESSERA_AVX512 static __m512 load16(const uint16_t* p) {
+    __m512i v = _mm512_maskz_cvtepu16_epi32(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, v, 16));
+  }
   static float load1(const uint16_t* p) { return bf16_to_f32(*p); }
 };
 struct F16W {
   using T = uint16_t;
   static __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  TESSERA_AVX512 static __m512 load16(const uint16_t* p) {
+    return _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
   static float load1(const uint16_t* p) { return _cvtsh_ss(*p); }
 };
 
