@@ -282,6 +282,10 @@ std::vector<OpCase> op_cases(const std::string& op) {
         {{1, 9}, {400, 9}, 8, 2, 64, 16, 128},            // sliding window, long decode
         {{12, 1}, {12, 50}, 8, 4, 64, 16, 0, 50.0f},      // softcap
         {{6}, {6}, 4, 4, 20, 3, 4, 30.0f},                // window + softcap, Dh 20
+        // One kv head at batch 1: fewer items than threads, so the keys are split over threads.
+        {{1}, {900}, 8, 1, 64, 16},                       // MQA decode
+        {{1}, {2000}, 4, 1, 128, 16, 700},                // MQA decode, sliding window
+        {{1}, {1200}, 2, 1, 40, 7, 0, 30.0f},             // MQA decode, softcap, odd block size
     };
     for (const auto& s : shapes) cases.push_back(attention_case(s, seed++));
   } else if (op == "rms_norm") {

@@ -49,11 +49,18 @@ float exp_sub_sum(float* s, int64_t n, float mx) {
   return total;
 }
 
+// One (new token, kv head): its query heads, their outputs, and the visible key positions.
 struct Item {
-  const float* q;  // [group, Dh] query heads of this kv head
+  const float* q;  // [group, Dh]
   float* out;      // [group, Dh]
   const int32_t* table;
-  int64_t first, last;  // visible key positions, inclusive
+  int64_t first, last;  // inclusive; empty when last < first
+};
+
+struct Shape {
+  const float* k_cache;
+  const float* v_cache;
+  int64_t Hkv, group, Dh, block_size;
 };
 
 // Calls fn(position, row) for the cache rows of key positions [first, last] in order.
@@ -66,67 +73,114 @@ void for_each_row(const int32_t* table, int64_t block_size, int64_t first, int64
   }
 }
 
-void attend(const Item& it, const float* kc, const float* vc, int64_t Hkv, int64_t kvh, int64_t group, int64_t Dh,
-            int64_t block_size, const AttentionParams& p, std::vector<float>& scores) {
-  int64_t n = std::max<int64_t>(0, it.last - it.first + 1);
-  if (n == 0) {  // no visible key: zeros, as the reference leaves them
-    std::fill(it.out, it.out + group * Dh, 0.0f);
-    return;
-  }
+// Unnormalised softmax-weighted values over key positions [first, last] for each head h of the
+// group: o[h] = sum_j exp(s_j - mx[h]) v_j and l[h] = sum_j exp(s_j - mx[h]). An empty range gives
+// mx = -inf, l = 0, o = 0.
+void attend_range(const Item& it, int64_t kvh, const Shape& sh, const AttentionParams& p, int64_t first, int64_t last,
+                  float* mx, float* l, float* o, std::vector<float>& scores) {
+  const int64_t group = sh.group, Dh = sh.Dh, n = std::max<int64_t>(0, last - first + 1);
+  std::fill(mx, mx + group, -INFINITY);
+  std::fill(l, l + group, 0.0f);
+  std::fill(o, o + group * Dh, 0.0f);
+  if (n == 0) return;
   scores.resize(size_t(n * group));
-  std::vector<float> mx(static_cast<size_t>(group), -INFINITY);
-  for_each_row(it.table, block_size, it.first, it.last, [&](int64_t j, int64_t row) {
-    const float* k = kc + (row * Hkv + kvh) * Dh;
+  for_each_row(it.table, sh.block_size, first, last, [&](int64_t j, int64_t row) {
+    const float* k = sh.k_cache + (row * sh.Hkv + kvh) * Dh;
     for (int64_t h = 0; h < group; ++h) {
       float s = dot(it.q + h * Dh, k, Dh) * p.scale;
       if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
-      scores[size_t(h * n + j - it.first)] = s;
-      mx[size_t(h)] = std::max(mx[size_t(h)], s);
+      scores[size_t(h * n + j - first)] = s;
+      mx[h] = std::max(mx[h], s);
     }
   });
-  std::vector<float> inv(static_cast<size_t>(group));
-  for (int64_t h = 0; h < group; ++h) {
-    inv[size_t(h)] = 1.0f / exp_sub_sum(scores.data() + h * n, n, mx[size_t(h)]);
-    std::fill(it.out + h * Dh, it.out + (h + 1) * Dh, 0.0f);
-  }
-  for_each_row(it.table, block_size, it.first, it.last, [&](int64_t j, int64_t row) {
-    const float* v = vc + (row * Hkv + kvh) * Dh;
-    for (int64_t h = 0; h < group; ++h) axpy(scores[size_t(h * n + j - it.first)], v, it.out + h * Dh, Dh);
+  for (int64_t h = 0; h < group; ++h) l[h] = exp_sub_sum(scores.data() + h * n, n, mx[h]);
+  for_each_row(it.table, sh.block_size, first, last, [&](int64_t j, int64_t row) {
+    const float* v = sh.v_cache + (row * sh.Hkv + kvh) * Dh;
+    for (int64_t h = 0; h < group; ++h) axpy(scores[size_t(h * n + j - first)], v, o + h * Dh, Dh);
   });
+}
+
+// out = o / l; no visible key gives zeros, as in the reference.
+void normalise(const float* l, const float* o, float* out, int64_t group, int64_t Dh) {
   for (int64_t h = 0; h < group; ++h) {
-    float* o = it.out + h * Dh;
-    for (int64_t d = 0; d < Dh; ++d) o[d] *= inv[size_t(h)];
+    float inv = l[h] > 0 ? 1.0f / l[h] : 0.0f;
+    for (int64_t d = 0; d < Dh; ++d) out[h * Dh + d] = o[h * Dh + d] * inv;
   }
 }
+
+// Keys per chunk below which splitting one item's keys over threads does not pay.
+constexpr int64_t kMinKeysPerChunk = 256;
 
 }  // namespace
 
 void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                const AttentionMeta& m, const AttentionParams& p, Tensor& out) {
-  int64_t T = q.dim(0), H = q.dim(1), Dh = q.dim(2), Hkv = k_cache.dim(1), group = H / Hkv;
+  const int64_t T = q.dim(0), H = q.dim(1), Dh = q.dim(2), Hkv = k_cache.dim(1), group = H / Hkv;
+  const Shape sh{k_cache.data<float>(), v_cache.data<float>(), Hkv, group, Dh, m.block_size};
   const int32_t* starts = m.seq_starts.data<int32_t>();
   const int32_t* ctx = m.context_lens.data<int32_t>();
-  const int32_t* tables = m.block_tables.data<int32_t>();
   const int32_t* pos = m.positions.data<int32_t>();
-  std::vector<int32_t> seq_of(static_cast<size_t>(T));
+  const int64_t num_items = T * Hkv;
+  std::vector<Item> items(static_cast<size_t>(num_items));
+  int64_t longest = 0;
   for (int s = 0; s < m.num_seqs; ++s)
-    for (int32_t t = starts[s]; t < starts[s + 1]; ++t) seq_of[size_t(t)] = s;
+    for (int64_t t = starts[s]; t < starts[s + 1]; ++t) {
+      int64_t first = p.sliding_window > 0 ? std::max<int64_t>(0, pos[t] - p.sliding_window + 1) : 0;
+      int64_t last = std::min<int64_t>(pos[t], ctx[s] - 1);
+      longest = std::max(longest, last - first + 1);
+      for (int64_t kvh = 0; kvh < Hkv; ++kvh)
+        items[size_t(t * Hkv + kvh)] = {q.data<float>() + (t * H + kvh * group) * Dh,
+                                        out.data<float>() + (t * H + kvh * group) * Dh,
+                                        m.block_tables.data<int32_t>() + int64_t(s) * m.max_blocks, first, last};
+    }
 
-  pool.parallel_for(T * Hkv, 1, [&](int64_t i0, int64_t i1) {
+  // Fewer items than threads (decode of one sequence with few kv heads) and long contexts: split
+  // each item's keys into chunks on different threads, then merge the partial softmaxes.
+  int64_t chunks = 1;
+  if (num_items < pool.size())
+    chunks = std::min((2 * pool.size() + num_items - 1) / num_items, std::max<int64_t>(1, longest / kMinKeysPerChunk));
+  if (chunks <= 1) {
+    pool.parallel_for(num_items, 1, [&](int64_t i0, int64_t i1) {
+      std::vector<float> scores, ml(size_t(2 * group));
+      for (int64_t i = i0; i < i1; ++i) {
+        const Item& it = items[size_t(i)];
+        attend_range(it, i % Hkv, sh, p, it.first, it.last, ml.data(), ml.data() + group, it.out, scores);
+        normalise(ml.data() + group, it.out, it.out, group, Dh);
+      }
+    });
+    return;
+  }
+  // Per (item, chunk): mx[group], l[group], o[group, Dh].
+  const int64_t stride = group * (Dh + 2);
+  std::vector<float> partial(size_t(num_items * chunks * stride));
+  pool.parallel_for(num_items * chunks, 1, [&](int64_t u0, int64_t u1) {
     std::vector<float> scores;
-    for (int64_t item = i0; item < i1; ++item) {
-      int64_t t = item / Hkv, kvh = item % Hkv;
-      int s = seq_of[size_t(t)];
-      int64_t qpos = pos[t];
-      Item it;
-      it.q = q.data<float>() + (t * H + kvh * group) * Dh;
-      it.out = out.data<float>() + (t * H + kvh * group) * Dh;
-      it.table = tables + int64_t(s) * m.max_blocks;
-      it.first = p.sliding_window > 0 ? std::max<int64_t>(0, qpos - p.sliding_window + 1) : 0;
-      it.last = std::min<int64_t>(qpos, ctx[s] - 1);
-      attend(it, k_cache.data<float>(), v_cache.data<float>(), Hkv, kvh, group, Dh, m.block_size, p, scores);
+    for (int64_t u = u0; u < u1; ++u) {
+      const Item& it = items[size_t(u / chunks)];
+      int64_t c = u % chunks, n = std::max<int64_t>(0, it.last - it.first + 1);
+      float* part = partial.data() + u * stride;
+      attend_range(it, (u / chunks) % Hkv, sh, p, it.first + n * c / chunks, it.first + n * (c + 1) / chunks - 1, part,
+                   part + group, part + 2 * group, scores);
     }
   });
+  std::vector<float> l(static_cast<size_t>(group)), o(static_cast<size_t>(group * Dh));
+  for (int64_t i = 0; i < num_items; ++i) {
+    const float* parts = partial.data() + i * chunks * stride;
+    std::fill(l.begin(), l.end(), 0.0f);
+    std::fill(o.begin(), o.end(), 0.0f);
+    for (int64_t h = 0; h < group; ++h) {
+      float mx = -INFINITY;
+      for (int64_t c = 0; c < chunks; ++c) mx = std::max(mx, parts[c * stride + h]);
+      for (int64_t c = 0; c < chunks; ++c) {
+        const float* part = parts + c * stride;
+        if (part[group + h] == 0) continue;  // empty chunk
+        float w = std::exp(part[h] - mx);
+        l[size_t(h)] += w * part[group + h];
+        axpy(w, part + 2 * group + h * Dh, o.data() + h * Dh, Dh);
+      }
+    }
+    normalise(l.data(), o.data(), items[size_t(i)].out, group, Dh);
+  }
 }
 
 }  // namespace tessera::cpu::fast

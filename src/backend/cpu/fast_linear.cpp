@@ -24,8 +24,14 @@ void gemv_tile(const typename W::T* w, int64_t K, const float* x, float* out, in
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
     for (int t = 0; t < TT; ++t) acc[r][t] = _mm256_setzero_ps();
+  // Hardware prefetchers stop at page boundaries, and R rows in flight are R separate streams:
+  // fetch the next R rows (the next call's) at the pace this block is read.
+  const char* next = reinterpret_cast<const char*>(w + R * K);
+  constexpr int64_t kStep = R * 8 * int64_t(sizeof(typename W::T));  // bytes of the next block per k step
   int64_t k = 0;
   for (; k + 8 <= K; k += 8) {
+#pragma GCC unroll 4
+    for (int64_t b = 0; b < kStep; b += 64) _mm_prefetch(next + k * kStep / 8 + b, _MM_HINT_T0);
     __m256 wv[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) wv[r] = W::load8(w + r * K + k);
