@@ -1,6 +1,7 @@
 // Op-level CPU numbers next to the machine's measured memory read bandwidth:
 // GEMV (decode, weight-streaming) GB/s for Llama-3.2-1B-shaped bf16 weights, and GEMM (prefill) GFLOP/s.
 #include <CLI/CLI.hpp>
+#include <cblas.h>
 
 #include <algorithm>
 #include <chrono>
@@ -72,8 +73,10 @@ void bench_gemv(Backend& be, double bw, size_t cold_bytes) {
 
 }
 
-void bench_gemm(Backend& be) {
-  std::printf("\n%-28s %4s %10s %9s\n", "GEMM (bf16 weight)", "T", "ms/call", "GFLOP/s");
+void bench_gemm(Backend& be, int threads) {
+  openblas_set_num_threads(threads);
+  std::printf("\n%-28s %4s %10s %9s   %s\n", "GEMM (bf16 weight)", "T", "ms/call", "GFLOP/s",
+              ("OpenBLAS sgemm, f32 weight (" + std::string(openblas_get_corename()) + " kernels)").c_str());
   for (G g : {G{"q/o      N=2048 K=2048", 2048, 2048}, G{"gate/up  N=8192 K=2048", 8192, 2048},
               G{"down     N=2048 K=8192", 2048, 8192}}) {
     auto ws = cold_weights(DType::BF16, g.N, g.K, 0);
@@ -81,7 +84,17 @@ void bench_gemm(Backend& be) {
     Tensor x = Tensor::empty(DType::F32, {T, g.K}), out = Tensor::empty(DType::F32, {T, g.N});
     for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(i % 7) * 0.1f;
     double s = seconds_per_call([&](int) { be.linear(x, ws[0], Tensor(), out); }, 3);
-    std::printf("%-28s %4d %10.2f %9.1f\n", g.name, T, s * 1e3, 2.0 * T * g.N * g.K / s / 1e9);
+    // The peer: OpenBLAS on an f32 copy of the same weight.
+    Tensor wf = Tensor::empty(DType::F32, {g.N, g.K});
+    for (int64_t i = 0; i < wf.numel(); ++i) wf.data<float>()[i] = bf16_to_f32(ws[0].data<uint16_t>()[i]);
+    double sb = seconds_per_call(
+        [&](int) {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, int(g.N), int(g.K), 1.0f, x.data<float>(), int(g.K),
+                      wf.data<float>(), int(g.K), 0.0f, out.data<float>(), int(g.N));
+        },
+        3);
+    std::printf("%-28s %4d %10.2f %9.1f   %.1f GFLOP/s\n", g.name, T, s * 1e3, 2.0 * T * g.N * g.K / s / 1e9,
+                2.0 * T * g.N * g.K / sb / 1e9);
   }
 }
 
@@ -109,6 +122,6 @@ int main(int argc, char** argv) {
               pool.size(), cpu::fast::isa_name(cpu::fast::isa()));
 
   if (only != "gemm") bench_gemv(*be, bw, size_t(cold_gib * (1 << 30)));
-  if (only != "gemv") bench_gemm(*be);
+  if (only != "gemv") bench_gemm(*be, pool.size());
   return 0;
 }
