@@ -1,6 +1,8 @@
 // linear: out[T, N] = x[T, K] · w[N, K]ᵀ (+ bias). Few tokens (decode): stream each weight row once
 // from memory straight into FMAs (gemv below). Many tokens (prefill): the packed GEMM of fast_gemm.cpp.
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/fast_gemm.h"
@@ -85,26 +87,31 @@ TESSERA_AVX512 void gemv_tile_avx512(const typename W::T* w, int64_t K, const fl
     }
 }
 
-// Token groups of up to 4, as even as possible (T = 5 -> 3 + 2, not 4 + 1).
+template <class W>
+using TileFn = void (*)(const typename W::T* w, int64_t K, const float* x, float* out, int64_t ldo);
+
+// tiles[tt - 1] handles tt tokens.
+template <class W, int R, bool Wide, size_t... I>
+constexpr std::array<TileFn<W>, sizeof...(I)> make_tiles(std::index_sequence<I...>) {
+  if constexpr (Wide) return {gemv_tile_avx512<W, R, int(I) + 1>...};
+  else return {gemv_tile<W, R, int(I) + 1>...};
+}
+
+// Tokens in groups of up to G, as even as possible (T = 5 -> 3 + 2, not 4 + 1).
 template <class W, int R, bool Wide>
 void gemv_rows(const typename W::T* w, int64_t K, const float* x, int64_t T, float* out, int64_t N) {
+  constexpr int64_t G = Wide ? 8 : 4;
+  static constexpr auto tiles = make_tiles<W, R, Wide>(std::make_index_sequence<G>{});
   for (int64_t t0 = 0; t0 < T;) {
-    int64_t groups = (T - t0 + 3) / 4, tt = (T - t0 + groups - 1) / groups;
-    const float* xt = x + t0 * K;
-    float* ot = out + t0 * N;
-    switch (tt) {
-      case 1: Wide ? gemv_tile_avx512<W, R, 1>(w, K, xt, ot, N) : gemv_tile<W, R, 1>(w, K, xt, ot, N); break;
-      case 2: Wide ? gemv_tile_avx512<W, R, 2>(w, K, xt, ot, N) : gemv_tile<W, R, 2>(w, K, xt, ot, N); break;
-      case 3: Wide ? gemv_tile_avx512<W, R, 3>(w, K, xt, ot, N) : gemv_tile<W, R, 3>(w, K, xt, ot, N); break;
-      default: Wide ? gemv_tile_avx512<W, R, 4>(w, K, xt, ot, N) : gemv_tile<W, R, 4>(w, K, xt, ot, N); break;
-    }
+    int64_t groups = (T - t0 + G - 1) / G, tt = (T - t0 + groups - 1) / groups;
+    tiles[size_t(tt - 1)](w, K, x + t0 * K, out + t0 * N, N);
     t0 += tt;
   }
 }
 
-// Rows in blocks of R: 4 for one token (enough independent streams to keep memory busy); for more
-// tokens 2 on AVX2 (2 rows x 4 tokens of accumulators fit its 16 registers without spilling) and
-// 4 on AVX-512 (32 registers).
+// Rows in blocks of R. One token: 4 rows (enough independent streams to keep memory busy). More
+// tokens: 2 rows x up to 4 tokens of accumulators on AVX2 (16 registers), 2 rows x up to 8 tokens
+// on AVX-512 (32 registers), so each weight vector is widened once for as many tokens as fit.
 template <class W, int R, bool Wide>
 void gemv_range(const typename W::T* w, int64_t K, const float* x, int64_t T, float* out, int64_t N, int64_t n0,
                 int64_t n1) {
@@ -119,7 +126,7 @@ void gemv(ThreadPool& pool, const float* x, const typename W::T* w, int64_t T, i
   int64_t grain = std::max<int64_t>(4, (65536 / (K * int64_t(sizeof(typename W::T))) + 3) / 4 * 4);
   pool.parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
     if (T == 1) gemv_range<W, 4, false>(w, K, x, T, out, N, n0, n1);
-    else if (isa() == Isa::Avx512) gemv_range<W, 4, true>(w, K, x, T, out, N, n0, n1);
+    else if (isa() == Isa::Avx512) gemv_range<W, 2, true>(w, K, x, T, out, N, n0, n1);
     else gemv_range<W, 2, false>(w, K, x, T, out, N, n0, n1);
   });
 }
