@@ -35,6 +35,32 @@ inline void transpose8(__m256 r[8]) {
   }
 }
 
+// The same for 16 × 16 in 512-bit registers: 64 shuffles for 256 elements, against 96 with 8 × 8
+// (maskz unpacks with a full mask: see load16 in fast_simd.h).
+TESSERA_AVX512 inline void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_maskz_unpacklo_ps(0xffff, r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_maskz_unpackhi_ps(0xffff, r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  // u[4a + b] holds rows 4a..4a+3, column b + 4c in 128-bit lane c.
+  for (int i = 0; i < 2; ++i)
+    for (int b = 0; b < 4; ++b) {
+      t[8 * i + b] = _mm512_maskz_shuffle_f32x4(0xffff, u[8 * i + b], u[8 * i + 4 + b], 0x88);
+      t[8 * i + 4 + b] = _mm512_maskz_shuffle_f32x4(0xffff, u[8 * i + b], u[8 * i + 4 + b], 0xDD);
+    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_maskz_shuffle_f32x4(0xffff, t[j], t[8 + j], 0x88);
+    r[j + 8] = _mm512_maskz_shuffle_f32x4(0xffff, t[j], t[8 + j], 0xDD);
+  }
+}
+
 // Packs rows [0, nb) × columns [0, kc) of w (row stride K) as panels dst[p][k][NR], zero past nb.
 template <class W, int NR>
 void pack(const typename W::T* w, int64_t K, int64_t nb, int64_t kc, float* dst) {
@@ -58,6 +84,31 @@ void pack(const typename W::T* w, int64_t K, int64_t nb, int64_t kc, float* dst)
       }
       for (; k < kc; ++k)
         for (int i = 0; i < 8; ++i) d[k * NR + h * 8 + i] = W::load1(wh + i * K + k);
+    }
+  }
+}
+
+// pack<W, 32> with 16 × 16 transposes.
+template <class W>
+TESSERA_AVX512 void pack_avx512(const typename W::T* w, int64_t K, int64_t nb, int64_t kc, float* dst) {
+  constexpr int NR = 32;
+  for (int64_t p = 0; p * NR < nb; ++p) {
+    if (nb - p * NR < NR) {
+      pack<W, NR>(w + p * NR * K, K, nb - p * NR, kc, dst + p * kc * NR);
+      continue;
+    }
+    float* d = dst + p * kc * NR;
+    for (int h = 0; h < 2; ++h) {
+      const typename W::T* wh = w + (p * NR + h * 16) * K;
+      int64_t k = 0;
+      for (; k + 16 <= kc; k += 16) {
+        __m512 r[16];
+        for (int i = 0; i < 16; ++i) r[i] = W::load16(wh + i * K + k);
+        transpose16(r);
+        for (int j = 0; j < 16; ++j) _mm512_storeu_ps(d + (k + j) * NR + h * 16, r[j]);
+      }
+      for (; k < kc; ++k)
+        for (int i = 0; i < 16; ++i) d[k * NR + h * 16 + i] = W::load1(wh + i * K + k);
     }
   }
 }
@@ -145,23 +196,53 @@ constexpr Kernel kAvx512[] = {nullptr,           kernel_avx512<1>,  kernel_avx51
                               kernel_avx512<8>,  kernel_avx512<9>,  kernel_avx512<10>, kernel_avx512<11>,
                               kernel_avx512<12>};
 
+// Prefetches, into L2, the weight block [rows, cols) of row stride `ld` bytes in `calls` installments:
+// its rows are pages apart, which hardware prefetchers do not follow, so without this the pack
+// of each block waits on memory.
+class BlockPrefetcher {
+ public:
+  BlockPrefetcher(const char* base, int64_t rows, int64_t row_bytes, int64_t ld, int64_t calls)
+      : row_(base), end_(base + rows * ld), ld_(ld), row_bytes_(row_bytes),
+        per_call_((rows * ((row_bytes + 63) / 64) + calls - 1) / std::max<int64_t>(1, calls)) {}
+  void step() {
+    for (int64_t i = 0; i < per_call_ && row_ < end_; ++i) {
+      _mm_prefetch(row_ + offset_, _MM_HINT_T1);
+      if ((offset_ += 64) >= row_bytes_) offset_ = 0, row_ += ld_;
+    }
+  }
+
+ private:
+  const char* row_;
+  const char* end_;
+  int64_t ld_, row_bytes_, per_call_, offset_ = 0;
+};
+
 // kernels[m] computes m tokens (1 <= m <= MR) against one NR-feature panel.
-template <class W, int NR>
+template <class W, int NR, bool Wide>
 void gemm_with(ThreadPool& pool, const float* x, const typename W::T* w, int64_t T, int64_t K, int64_t N, float* out,
                int64_t MR, const Kernel* kernels) {
+  using WT = typename W::T;
   pool.parallel_for(N, NR, [&](int64_t n0, int64_t n1) {
     auto scratch = std::unique_ptr<float[]>(new float[NC * KC]);
     for (int64_t nc0 = n0; nc0 < n1; nc0 += NC) {
       int64_t nb = std::min(NC, n1 - nc0);
       for (int64_t k0 = 0; k0 < K; k0 += KC) {
         int64_t kc = std::min(KC, K - k0);
-        pack<W, NR>(w + nc0 * K + k0, K, nb, kc, scratch.get());
-        for (int64_t p = 0; p * NR < nb; ++p) {
+        if constexpr (Wide) pack_avx512<W>(w + nc0 * K + k0, K, nb, kc, scratch.get());
+        else pack<W, NR>(w + nc0 * K + k0, K, nb, kc, scratch.get());
+        // The block packed next: the following columns, or the first ones of the next rows.
+        int64_t next_n = k0 + KC < K ? nc0 : nc0 + NC, next_k = k0 + KC < K ? k0 + KC : 0;
+        int64_t panels = (nb + NR - 1) / NR, tblocks = (T + MR - 1) / MR;
+        BlockPrefetcher next(reinterpret_cast<const char*>(w + next_n * K + next_k),
+                             next_n < n1 ? std::min(NC, n1 - next_n) : 0,
+                             std::min(KC, K - next_k) * int64_t(sizeof(WT)), K * int64_t(sizeof(WT)), panels * tblocks);
+        for (int64_t p = 0; p < panels; ++p) {
           const float* b = scratch.get() + p * kc * NR;
           int64_t ncols = std::min<int64_t>(NR, nb - p * NR);
           for (int64_t t0 = 0; t0 < T; t0 += MR) {
             int64_t m = std::min<int64_t>(MR, T - t0);
             kernels[m](x + t0 * K + k0, K, b, kc, out + t0 * N + nc0 + p * NR, N, ncols, k0 > 0);
+            next.step();
           }
         }
       }
@@ -173,8 +254,8 @@ void gemm_with(ThreadPool& pool, const float* x, const typename W::T* w, int64_t
 
 template <class W>
 void gemm(ThreadPool& pool, const float* x, const typename W::T* w, int64_t T, int64_t K, int64_t N, float* out) {
-  if (isa() == Isa::Avx512) gemm_with<W, 32>(pool, x, w, T, K, N, out, 12, kAvx512);
-  else gemm_with<W, 16>(pool, x, w, T, K, N, out, 6, kAvx2);
+  if (isa() == Isa::Avx512) gemm_with<W, 32, true>(pool, x, w, T, K, N, out, 12, kAvx512);
+  else gemm_with<W, 16, false>(pool, x, w, T, K, N, out, 6, kAvx2);
 }
 
 template void gemm<F32W>(ThreadPool&, const float*, const float*, int64_t, int64_t, int64_t, float*);
