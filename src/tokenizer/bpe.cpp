@@ -1,0 +1,263 @@
+#include "tokenizer/bpe.h"
+
+#include <climits>
+#include <cstdio>
+#include <functional>
+#include <queue>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "tokenizer/json_scan.h"
+#include "tokenizer/unicode.h"
+
+namespace tessera::tok {
+
+namespace {
+
+// Per-thread cache of encoded words, one per model instance: lock-free for concurrent encodes.
+struct WordCache {
+  static constexpr size_t kSlots = 1 << 14;
+  static constexpr size_t kMaxWord = 64;  // longer words are rare and cheap to miss
+  struct Entry {
+    uint64_t hash = 0;
+    std::string key;
+    std::vector<int32_t> ids;
+  };
+  std::vector<Entry> slots{kSlots};
+};
+
+WordCache& cache_for(uint64_t instance) {
+  thread_local std::unordered_map<uint64_t, std::unique_ptr<WordCache>> caches;
+  thread_local uint64_t last_instance = 0;
+  thread_local WordCache* last = nullptr;
+  if (instance == last_instance) return *last;
+  auto it = caches.find(instance);
+  if (it == caches.end()) {
+    if (caches.size() >= 8) caches.clear();  // drops caches of models that are gone
+    it = caches.emplace(instance, std::make_unique<WordCache>()).first;
+  }
+  last_instance = instance;
+  last = it->second.get();
+  return *last;
+}
+
+}  // namespace
+
+BpeModel::BpeModel(std::string_view vocab_json, std::string_view merges_json, BpeOptions opt, const std::string& where)
+    : opt_(std::move(opt)) {
+  std::string buf;
+  {
+    JsonScanner js(vocab_json, where + " model.vocab");
+    js.object([&](const std::string& key) { add_token(key, int32_t(js.integer())); });
+  }
+  plain_symbols_ = opt_.continuing_subword_prefix.empty() && opt_.end_of_word_suffix.empty();
+  if (!opt_.unk_token.empty()) {
+    unk_id_ = vocab_.find(opt_.unk_token);
+    if (unk_id_ < 0) throw Error(where + ": model.unk_token '" + opt_.unk_token + "' is not in the vocabulary");
+  }
+  const auto& alphabet = ByteLevelAlphabet::get();
+  for (int b = 0; b < 256; ++b) {
+    byte_ids_[b] = vocab_.find(alphabet.byte_to_utf8[b]);
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    fallback_ids_[b] = vocab_.find(name);
+  }
+  char_ids_.assign(0x110000, -1);
+  for (size_t id = 0; id < tokens_.size(); ++id) {
+    const std::string& t = tokens_[id];
+    if (t.empty() || !has_[id] || size_t(utf8_len((unsigned char)t[0])) != t.size() || utf8_valid_prefix(t) != t.size())
+      continue;
+    char32_t cp;
+    utf8_decode(t, 0, cp);
+    char_ids_[cp] = int32_t(id);
+  }
+
+  JsonScanner js(merges_json, where + " model.merges");
+  merges_.reserve(merges_json.size() / 8);
+  int32_t rank = 0;
+  std::string a_buf, b_buf, merged;
+  auto add_merge = [&](std::string_view a, std::string_view b) {
+    int32_t ia = vocab_.find(a), ib = vocab_.find(b);
+    if (ia < 0 || ib < 0)
+      throw Error(where + ": merge '" + std::string(a) + " " + std::string(b) + "' uses a token missing from the vocabulary");
+    size_t skip = std::min(opt_.continuing_subword_prefix.size(), b.size());
+    merged.assign(a);
+    merged.append(b.substr(skip));
+    int32_t im = vocab_.find(merged);
+    if (im < 0) throw Error(where + ": merged token '" + merged + "' is not in the vocabulary");
+    merges_.insert(ia, ib, {rank++, im});
+  };
+  js.array([&] {
+    if (js.peek() == '"') {
+      std::string_view m = js.string(a_buf);
+      size_t sp = m.find(' ');
+      if (sp == std::string_view::npos) js.fail("merge '" + std::string(m) + "' has no space");
+      add_merge(m.substr(0, sp), m.substr(sp + 1));
+    } else {
+      js.expect('[');
+      std::string_view a = js.string(a_buf);
+      js.expect(',');
+      std::string_view b = js.string(b_buf);
+      js.expect(']');
+      add_merge(a, b);
+    }
+  });
+}
+
+void BpeModel::initial_symbols(std::string_view word, bool byte_level, std::vector<int32_t>& syms) const {
+  const auto& alphabet = ByteLevelAlphabet::get();
+  int32_t pending_unk = -1;  // a run of unknown chars becomes one <unk> with fuse_unk
+  auto known = [&](int32_t id) {
+    if (pending_unk >= 0) syms.push_back(pending_unk);
+    pending_unk = -1;
+    syms.push_back(id);
+  };
+  auto unknown = [&](std::string_view text) {
+    if (opt_.byte_fallback) {
+      bool all = true;
+      for (unsigned char c : text) all = all && fallback_ids_[c] >= 0;
+      if (all) {
+        for (unsigned char c : text) syms.push_back(fallback_ids_[c]);
+        return;
+      }
+    }
+    if (unk_id_ < 0) return;  // no unk token: the reference drops the char
+    if (pending_unk >= 0 && !opt_.fuse_unk) syms.push_back(pending_unk);
+    pending_unk = unk_id_;
+  };
+  std::string sym;
+  for (size_t i = 0; i < word.size();) {
+    size_t n;
+    std::string_view ch;
+    if (byte_level) {
+      n = 1;
+      ch = alphabet.byte_to_utf8[(unsigned char)word[i]];
+    } else {
+      n = utf8_len((unsigned char)word[i]);
+      ch = word.substr(i, n);
+    }
+    if (plain_symbols_) {
+      int32_t id;
+      if (byte_level) {
+        id = byte_ids_[(unsigned char)word[i]];
+      } else {
+        char32_t cp;
+        utf8_decode(word, i, cp);
+        id = char_ids_[cp];
+      }
+      if (id >= 0) known(id);
+      else unknown(ch);
+    } else {
+      sym.clear();
+      if (i > 0) sym += opt_.continuing_subword_prefix;
+      sym += ch;
+      if (i + n == word.size()) sym += opt_.end_of_word_suffix;
+      int32_t id = vocab_.find(sym);
+      if (id >= 0) known(id);
+      else unknown(sym);
+    }
+    i += n;
+  }
+  if (pending_unk >= 0) syms.push_back(pending_unk);
+}
+
+void BpeModel::merge(std::vector<int32_t>& s) const {
+  constexpr size_t kShort = 64;
+  size_t n = s.size();
+  if (n < 2) return;
+  if (n > kShort) return merge_long(s);
+  // Short words: repeatedly merge the lowest-rank pair, leftmost first (the reference's order).
+  int32_t rank[kShort], merged[kShort];
+  auto look = [&](size_t i) {
+    auto v = merges_.find(s[i], s[i + 1]);
+    rank[i] = v.rank < 0 ? INT_MAX : v.rank;
+    merged[i] = v.id;
+  };
+  for (size_t i = 0; i + 1 < n; ++i) look(i);
+  while (n > 1) {
+    size_t best = 0;
+    for (size_t i = 1; i + 1 < n; ++i)
+      if (rank[i] < rank[best]) best = i;
+    if (rank[best] == INT_MAX) break;
+    s[best] = merged[best];
+    for (size_t i = best + 1; i + 1 < n; ++i) {
+      s[i] = s[i + 1];
+      rank[i] = rank[i + 1];
+      merged[i] = merged[i + 1];
+    }
+    --n;
+    if (best > 0) look(best - 1);
+    if (best + 1 < n) look(best);
+  }
+  s.resize(n);
+}
+
+void BpeModel::merge_long(std::vector<int32_t>& s) const {
+  // Linked symbols and a min-heap of (rank, position) candidates, stale ones skipped on pop.
+  struct Sym {
+    int32_t id, prev, next;
+  };
+  const int32_t n = int32_t(s.size());
+  std::vector<Sym> sym(n);
+  for (int32_t i = 0; i < n; ++i) sym[i] = {s[i], i - 1, i + 1 < n ? i + 1 : -1};
+  std::priority_queue<uint64_t, std::vector<uint64_t>, std::greater<>> heap;
+  auto push = [&](int32_t i) {
+    int32_t j = sym[i].next;
+    if (j < 0) return;
+    auto v = merges_.find(sym[i].id, sym[j].id);
+    if (v.rank >= 0) heap.push((uint64_t(v.rank) << 32) | uint32_t(i));
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) push(i);
+  while (!heap.empty()) {
+    uint64_t top = heap.top();
+    heap.pop();
+    int32_t i = int32_t(top & 0xFFFFFFFF), rank = int32_t(top >> 32);
+    int32_t j = sym[i].next;
+    if (sym[i].id < 0 || j < 0) continue;
+    auto v = merges_.find(sym[i].id, sym[j].id);
+    if (v.rank != rank) continue;
+    sym[i].id = v.id;
+    sym[i].next = sym[j].next;
+    if (sym[j].next >= 0) sym[sym[j].next].prev = i;
+    sym[j].id = -1;
+    if (sym[i].prev >= 0) push(sym[i].prev);
+    push(i);
+  }
+  s.clear();
+  for (int32_t i = 0; i >= 0 && i < n; i = sym[i].next) s.push_back(sym[i].id);
+}
+
+void BpeModel::encode_word(std::string_view word, bool byte_level, std::vector<int32_t>& out) const {
+  if (word.empty()) return;
+  if (opt_.ignore_merges) {
+    int32_t id = byte_level ? vocab_.find(byte_level_encode(word)) : vocab_.find(word);
+    if (id >= 0) {
+      out.push_back(id);
+      return;
+    }
+  }
+  WordCache* cache = nullptr;
+  WordCache::Entry* slot = nullptr;
+  uint64_t h = 0;
+  if (word.size() <= WordCache::kMaxWord) {
+    cache = &cache_for(instance_);
+    h = hash_bytes(word) | 1;
+    slot = &cache->slots[h & (WordCache::kSlots - 1)];
+    if (slot->hash == h && slot->key == word) {
+      out.insert(out.end(), slot->ids.begin(), slot->ids.end());
+      return;
+    }
+  }
+  thread_local std::vector<int32_t> syms;
+  syms.clear();
+  initial_symbols(word, byte_level, syms);
+  merge(syms);
+  out.insert(out.end(), syms.begin(), syms.end());
+  if (slot) {
+    slot->hash = h;
+    slot->key.assign(word);
+    slot->ids.assign(syms.begin(), syms.end());
+  }
+}
+
+}  // namespace tessera::tok

@@ -1,0 +1,97 @@
+// Open-addressing hash tables for the hot paths: vocabulary lookups by string and merge
+// lookups by id pair. Both are built once at load and only read afterwards.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessera::tok {
+
+inline uint64_t hash_bytes(std::string_view s) {
+  // FNV-1a over 8-byte words, then a final mix: fast on the short strings of a vocabulary.
+  uint64_t h = 0xcbf29ce484222325ull ^ s.size();
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, s.data() + i, s.size() - i);
+  h = (h ^ tail) * 0x9E3779B97F4A7C15ull;
+  return h ^ (h >> 32);
+}
+
+inline uint64_t mix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return x;
+}
+
+// string -> int32 id. Keys are copied into one arena.
+class StringIdMap {
+ public:
+  void reserve(size_t n);
+  // Inserts or overwrites.
+  void set(std::string_view key, int32_t id);
+  // -1 when absent.
+  int32_t find(std::string_view key) const {
+    if (slots_.empty()) return -1;
+    uint64_t h = hash_bytes(key);
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.id < 0) return -1;
+      if (s.hash == uint32_t(h) && s.len == key.size() && std::memcmp(arena_.data() + s.off, key.data(), s.len) == 0)
+        return s.id;
+    }
+  }
+  size_t size() const { return count_; }
+  template <class F>
+  void for_each(F&& f) const {
+    for (auto& s : slots_)
+      if (s.id >= 0) f(std::string_view(arena_.data() + s.off, s.len), s.id);
+  }
+
+ private:
+  struct Slot {
+    uint32_t off = 0, len = 0, hash = 0;
+    int32_t id = -1;
+  };
+  void grow();
+  std::vector<Slot> slots_;
+  std::string arena_;
+  size_t mask_ = 0, count_ = 0;
+};
+
+// (left id, right id) -> (merge rank, merged id).
+class PairMap {
+ public:
+  struct Value {
+    int32_t rank = -1, id = -1;
+  };
+  void reserve(size_t n);
+  // A pair listed twice keeps its last entry, as in the reference.
+  void insert(int32_t a, int32_t b, Value v);
+  Value find(int32_t a, int32_t b) const {
+    uint64_t key = (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
+    for (size_t i = mix64(key) & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.v.rank < 0) return {};
+      if (s.key == key) return s.v;
+    }
+  }
+
+ private:
+  struct Slot {
+    uint64_t key = 0;
+    Value v;
+  };
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+};
+
+}  // namespace tessera::tok
