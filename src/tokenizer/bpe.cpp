@@ -1,6 +1,10 @@
 #include "tokenizer/bpe.h"
 
+#include <algorithm>
 #include <climits>
+#include <deque>
+#include <future>
+#include <thread>
 #include <cstdio>
 #include <functional>
 #include <queue>
@@ -43,13 +47,48 @@ WordCache& cache_for(uint64_t instance) {
 
 }  // namespace
 
-BpeModel::BpeModel(std::string_view vocab_json, std::string_view merges_json, BpeOptions opt, const std::string& where)
-    : opt_(std::move(opt)) {
+namespace {
+
+// Runs f(begin, end) over [0, n) split across a few threads (loading only: encode is single-threaded).
+template <class F>
+void parallel_ranges(size_t n, F&& f) {
+  size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 4);
+  if (n < 65536) threads = 1;
+  std::vector<std::future<void>> jobs;
+  for (size_t t = 1; t < threads; ++t) jobs.push_back(std::async(std::launch::async, f, n * t / threads, n * (t + 1) / threads));
+  f(size_t(0), n / threads);
+  for (auto& j : jobs) j.get();  // rethrows a worker's exception
+}
+
+}  // namespace
+
+std::vector<MergeText> parse_merges(JsonScanner& js, std::deque<std::string>& owned) {
+  std::vector<MergeText> out;
   std::string buf;
-  {
-    JsonScanner js(vocab_json, where + " model.vocab");
-    js.object([&](const std::string& key) { add_token(key, int32_t(js.integer())); });
-  }
+  auto str = [&]() -> std::string_view {
+    std::string_view v = js.string(buf);
+    return v.data() == buf.data() ? std::string_view(owned.emplace_back(v)) : v;
+  };
+  js.array([&] {
+    if (js.peek() == '"') {
+      std::string_view m = str();
+      size_t sp = m.find(' ');
+      if (sp == std::string_view::npos) js.fail("merge '" + std::string(m) + "' has no space");
+      out.push_back({m.substr(0, sp), m.substr(sp + 1)});
+    } else {
+      js.expect('[');
+      std::string_view a = str();
+      js.expect(',');
+      std::string_view b = str();
+      js.expect(']');
+      out.push_back({a, b});
+    }
+  });
+  return out;
+}
+
+void BpeModel::build(BpeOptions opt, const std::vector<MergeText>& merges, const std::string& where) {
+  opt_ = std::move(opt);
   plain_symbols_ = opt_.continuing_subword_prefix.empty() && opt_.end_of_word_suffix.empty();
   if (!opt_.unk_token.empty()) {
     unk_id_ = vocab_.find(opt_.unk_token);
@@ -64,44 +103,55 @@ BpeModel::BpeModel(std::string_view vocab_json, std::string_view merges_json, Bp
   }
   char_ids_.assign(0x110000, -1);
   for (size_t id = 0; id < tokens_.size(); ++id) {
-    const std::string& t = tokens_[id];
-    if (t.empty() || !has_[id] || size_t(utf8_len((unsigned char)t[0])) != t.size() || utf8_valid_prefix(t) != t.size())
-      continue;
+    std::string_view t = id_to_token(int32_t(id));
+    if (t.empty() || size_t(utf8_len((unsigned char)t[0])) != t.size() || utf8_valid_prefix(t) != t.size()) continue;
     char32_t cp;
     utf8_decode(t, 0, cp);
     char_ids_[cp] = int32_t(id);
   }
 
-  JsonScanner js(merges_json, where + " model.merges");
-  merges_.reserve(merges_json.size() / 8);
-  int32_t rank = 0;
-  std::string a_buf, b_buf, merged;
-  auto add_merge = [&](std::string_view a, std::string_view b) {
-    int32_t ia = vocab_.find(a), ib = vocab_.find(b);
-    if (ia < 0 || ib < 0)
-      throw Error(where + ": merge '" + std::string(a) + " " + std::string(b) + "' uses a token missing from the vocabulary");
-    size_t skip = std::min(opt_.continuing_subword_prefix.size(), b.size());
-    merged.assign(a);
-    merged.append(b.substr(skip));
-    int32_t im = vocab_.find(merged);
-    if (im < 0) throw Error(where + ": merged token '" + merged + "' is not in the vocabulary");
-    merges_.insert(ia, ib, {rank++, im});
+  // Resolve each merge to (left, right, merged) ids. Lookups go in batches: hashing and
+  // prefetching a batch before probing overlaps the cache misses that dominate large vocabularies.
+  struct Resolved {
+    int32_t a, b, merged;
   };
-  js.array([&] {
-    if (js.peek() == '"') {
-      std::string_view m = js.string(a_buf);
-      size_t sp = m.find(' ');
-      if (sp == std::string_view::npos) js.fail("merge '" + std::string(m) + "' has no space");
-      add_merge(m.substr(0, sp), m.substr(sp + 1));
-    } else {
-      js.expect('[');
-      std::string_view a = js.string(a_buf);
-      js.expect(',');
-      std::string_view b = js.string(b_buf);
-      js.expect(']');
-      add_merge(a, b);
+  std::vector<Resolved> resolved(merges.size());
+  const size_t skip = opt_.continuing_subword_prefix.size();
+  parallel_ranges(merges.size(), [&](size_t begin, size_t end) {
+    constexpr size_t kBatch = 32;
+    uint64_t ha[kBatch], hb[kBatch], hm[kBatch];
+    std::string merged[kBatch];
+    for (size_t base = begin; base < end; base += kBatch) {
+      size_t n = std::min(kBatch, end - base);
+      for (size_t i = 0; i < n; ++i) {
+        const MergeText& m = merges[base + i];
+        ha[i] = vocab_.prefetch(m.a);
+        hb[i] = vocab_.prefetch(m.b);
+        merged[i].assign(m.a);
+        merged[i].append(m.b.substr(std::min(skip, m.b.size())));
+        hm[i] = vocab_.prefetch(merged[i]);
+      }
+      for (size_t i = 0; i < n; ++i) {
+        const MergeText& m = merges[base + i];
+        Resolved& r = resolved[base + i];
+        r = {vocab_.find(m.a, ha[i]), vocab_.find(m.b, hb[i]), vocab_.find(merged[i], hm[i])};
+        if (r.a < 0 || r.b < 0)
+          throw Error(where + ": merge '" + std::string(m.a) + " " + std::string(m.b) +
+                      "' uses a token missing from the vocabulary");
+        if (r.merged < 0) throw Error(where + ": merged token '" + merged[i] + "' is not in the vocabulary");
+      }
     }
   });
+  merges_.reserve(resolved.size());
+  constexpr size_t kBatch = 32;
+  for (size_t base = 0; base < resolved.size(); base += kBatch) {
+    size_t n = std::min(kBatch, resolved.size() - base);
+    for (size_t i = 0; i < n; ++i) merges_.prefetch(resolved[base + i].a, resolved[base + i].b);
+    for (size_t i = 0; i < n; ++i) {
+      const Resolved& r = resolved[base + i];
+      merges_.insert(r.a, r.b, {int32_t(base + i), r.merged});
+    }
+  }
 }
 
 void BpeModel::initial_symbols(std::string_view word, bool byte_level, std::vector<int32_t>& syms) const {

@@ -3,6 +3,7 @@
 #pragma once
 #include <array>
 #include <atomic>
+#include <deque>
 
 #include "tokenizer/model.h"
 
@@ -16,10 +17,19 @@ struct BpeOptions {
   bool ignore_merges = false;
 };
 
+// One merge as written in tokenizer.json: views into the JSON text, or into `owned` for
+// strings that held escapes.
+struct MergeText {
+  std::string_view a, b;
+};
+class JsonScanner;
+// Parses the "merges" array (strings "a b" or pairs ["a", "b"]) at the scanner's position.
+std::vector<MergeText> parse_merges(JsonScanner& js, std::deque<std::string>& owned);
+
 class BpeModel : public Model {
  public:
-  // vocab_json: the "vocab" object; merges_json: the "merges" array (strings "a b" or pairs).
-  BpeModel(std::string_view vocab_json, std::string_view merges_json, BpeOptions opt, const std::string& where);
+  // Fill the vocabulary first (load_vocab), then build the merge table from `merges`.
+  void build(BpeOptions opt, const std::vector<MergeText>& merges, const std::string& where);
   void encode_word(std::string_view word, bool byte_level, std::vector<int32_t>& out) const override;
 
  private:

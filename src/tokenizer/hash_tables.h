@@ -36,18 +36,31 @@ inline uint64_t mix64(uint64_t x) {
 class StringIdMap {
  public:
   void reserve(size_t n);
-  // Inserts or overwrites.
-  void set(std::string_view key, int32_t id);
+  // Inserts or overwrites; returns where the key is kept (see key_at).
+  uint32_t set(std::string_view key, int32_t id) { return set(key, id, hash_bytes(key)); }
+  uint32_t set(std::string_view key, int32_t id, uint64_t hash);
+  std::string_view key_at(uint32_t offset, uint32_t len) const { return std::string_view(arena_).substr(offset, len); }
   // -1 when absent.
-  int32_t find(std::string_view key) const {
+  int32_t find(std::string_view key) const { return find(key, hash_bytes(key)); }
+  // With the key's hash_bytes() precomputed (see prefetch).
+  int32_t find(std::string_view key, uint64_t h) const {
     if (slots_.empty()) return -1;
-    uint64_t h = hash_bytes(key);
+    uint64_t head = prefix8(key);
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.id < 0) return -1;
-      if (s.hash == uint32_t(h) && s.len == key.size() && std::memcmp(arena_.data() + s.off, key.data(), s.len) == 0)
+      // Keys of up to 8 bytes are decided in the slot, without touching the arena.
+      if (s.hash == uint32_t(h) && s.len == key.size() && s.head == head &&
+          (s.len <= 8 || std::memcmp(arena_.data() + s.off + 8, key.data() + 8, s.len - 8) == 0))
         return s.id;
     }
+  }
+  // Starts loading the key's slot into cache and returns its hash: bulk lookups at load time
+  // prefetch a batch of keys first so that their cache misses overlap.
+  uint64_t prefetch(std::string_view key) const {
+    uint64_t h = hash_bytes(key);
+    if (!slots_.empty()) __builtin_prefetch(&slots_[h & mask_]);
+    return h;
   }
   size_t size() const { return count_; }
   template <class F>
@@ -58,9 +71,15 @@ class StringIdMap {
 
  private:
   struct Slot {
+    uint64_t head = 0;  // first 8 bytes of the key, zero-padded
     uint32_t off = 0, len = 0, hash = 0;
     int32_t id = -1;
   };
+  static uint64_t prefix8(std::string_view key) {
+    uint64_t v = 0;
+    std::memcpy(&v, key.data(), key.size() < 8 ? key.size() : 8);
+    return v;
+  }
   void grow();
   std::vector<Slot> slots_;
   std::string arena_;
@@ -76,7 +95,12 @@ class PairMap {
   void reserve(size_t n);
   // A pair listed twice keeps its last entry, as in the reference.
   void insert(int32_t a, int32_t b, Value v);
+  size_t size() const { return count_; }
+  void prefetch(int32_t a, int32_t b) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[mix64((uint64_t(uint32_t(a)) << 32) | uint32_t(b)) & mask_]);
+  }
   Value find(int32_t a, int32_t b) const {
+    if (slots_.empty()) return {};
     uint64_t key = (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
     for (size_t i = mix64(key) & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
@@ -91,7 +115,7 @@ class PairMap {
     Value v;
   };
   std::vector<Slot> slots_;
-  size_t mask_ = 0;
+  size_t mask_ = 0, count_ = 0;
 };
 
 }  // namespace tessera::tok

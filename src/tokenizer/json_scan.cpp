@@ -1,5 +1,7 @@
 #include "tokenizer/json_scan.h"
 
+#include <cstring>
+
 #include "core/error.h"
 #include "tokenizer/unicode.h"
 
@@ -92,9 +94,15 @@ long long JsonScanner::integer() {
 
 void JsonScanner::skip_string() {
   ++i_;  // opening quote
-  while (i_ < s_.size() && s_[i_] != '"') i_ += s_[i_] == '\\' ? 2 : 1;
-  if (i_ >= s_.size()) fail("unterminated string");
-  ++i_;
+  while (true) {
+    const void* q = std::memchr(s_.data() + i_, '"', s_.size() - i_);
+    if (!q) fail("unterminated string");
+    size_t at = size_t(static_cast<const char*>(q) - s_.data());
+    size_t backslashes = 0;
+    while (at - backslashes > i_ && s_[at - backslashes - 1] == '\\') ++backslashes;
+    i_ = at + 1;
+    if (backslashes % 2 == 0) return;  // an odd count escapes this quote
+  }
 }
 
 std::string_view JsonScanner::skip_value() {

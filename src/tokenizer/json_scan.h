@@ -43,6 +43,22 @@ class JsonScanner {
     } while (accept(','));
     expect('}');
   }
+  // Like object() without copying keys: f(key, escaped) gets a view that stays valid until the
+  // next key when `escaped` (the key held escapes), else as long as the text.
+  template <class F>
+  void object_views(F&& f) {
+    expect('{');
+    if (accept('}')) return;
+    std::string buf;
+    do {
+      size_t before = i_;
+      std::string_view key = string(buf);
+      bool escaped = key.data() == buf.data() && i_ != before;
+      expect(':');
+      f(key, escaped);
+    } while (accept(','));
+    expect('}');
+  }
   // Iterates array elements; f() must consume each element.
   template <class F>
   void array(F&& f) {

@@ -1,6 +1,8 @@
 #include "tokenizer/model.h"
 
-#include <map>
+#include <climits>
+#include <deque>
+#include <future>
 
 #include <nlohmann/json.hpp>
 
@@ -10,30 +12,67 @@
 
 namespace tessera::tok {
 
-void Model::add_token(std::string_view token, int32_t id) {
-  if (id < 0) throw Error("tokenizer.json: negative token id for '" + std::string(token) + "'");
-  if (size_t(id) >= tokens_.size()) {
-    tokens_.resize(size_t(id) + 1);
-    has_.resize(size_t(id) + 1);
+void Model::load_vocab(std::string_view vocab_json, const std::string& where) {
+  JsonScanner js(vocab_json, where);
+  std::vector<std::pair<std::string_view, int32_t>> entries;
+  std::deque<std::string> unescaped;  // keys that held escapes; views into the JSON otherwise
+  std::string buf;
+  int32_t max_id = -1;
+  js.object_views([&](std::string_view key, bool escaped) {
+    if (escaped) key = unescaped.emplace_back(key);
+    long long id = js.integer();
+    if (id < 0 || id > INT32_MAX) js.fail("token id out of range for '" + std::string(key) + "'");
+    entries.emplace_back(key, int32_t(id));
+    max_id = std::max(max_id, int32_t(id));
+  });
+  vocab_.reserve(entries.size());
+  tokens_.assign(size_t(max_id + 1), kNone);
+  constexpr size_t kBatch = 16;
+  uint64_t hashes[kBatch];
+  for (size_t base = 0; base < entries.size(); base += kBatch) {
+    size_t n = std::min(kBatch, entries.size() - base);
+    for (size_t i = 0; i < n; ++i) hashes[i] = vocab_.prefetch(entries[base + i].first);
+    for (size_t i = 0; i < n; ++i) {
+      auto [token, id] = entries[base + i];
+      tokens_[id] = (uint64_t(vocab_.set(token, id, hashes[i])) << 32) | token.size();
+    }
   }
-  tokens_[id].assign(token);
-  has_[id] = true;
-  vocab_.set(token, id);
 }
 
-std::unique_ptr<Model> load_model(std::string_view model_json, const std::string& where) {
-  // The vocabulary and merges stay raw text for the fast scanner; the small fields go to nlohmann.
-  std::map<std::string, std::string_view> raw;
-  JsonScanner js(model_json, where + " model");
-  js.object([&](const std::string& key) { raw[key] = js.skip_value(); });
+std::unique_ptr<Model> load_model(JsonScanner& js, const std::string& where) {
+  auto model = std::make_unique<BpeModel>();
+  // The vocabulary is built on a worker thread while this one parses the merges that follow it.
+  std::future<void> vocab_done;
+  std::vector<MergeText> merges;
+  std::deque<std::string> owned;
+  bool has_vocab = false, has_merges = false;
   nlohmann::json small = nlohmann::json::object();
-  for (auto& [k, v] : raw)
-    if (k != "vocab" && k != "merges") small[k] = nlohmann::json::parse(v);
+  js.object([&](const std::string& key) {
+    if (key == "vocab" && js.peek() == '{') {
+      std::string_view raw = js.skip_value();
+      has_vocab = true;
+      vocab_done = std::async(std::launch::async, [&model, raw, &where] { model->load_vocab(raw, where + " model.vocab"); });
+    } else if (key == "merges" && js.peek() == '[') {
+      merges = parse_merges(js, owned);
+      has_merges = true;
+    } else {
+      small[key] = nlohmann::json::parse(js.skip_value());
+    }
+  });
+  std::exception_ptr vocab_error;
+  if (vocab_done.valid()) {
+    try {
+      vocab_done.get();
+    } catch (...) {
+      vocab_error = std::current_exception();
+    }
+  }
 
   std::string type = small.contains("type") && small["type"].is_string() ? small["type"].get<std::string>() : "";
-  if (type.empty() && raw.count("merges")) type = "BPE";
+  if (type.empty() && has_merges) type = "BPE";
   if (type != "BPE") throw Error(where + ": unsupported tokenizer model " + (type.empty() ? "(no type)" : type));
-  if (!raw.count("vocab") || !raw.count("merges")) throw Error(where + ": BPE model needs 'vocab' and 'merges'");
+  if (!has_vocab || !has_merges) throw Error(where + ": BPE model needs 'vocab' and 'merges'");
+  if (vocab_error) std::rethrow_exception(vocab_error);
 
   auto str = [&](const char* k) {
     return small.contains(k) && small[k].is_string() ? small[k].get<std::string>() : std::string();
@@ -46,7 +85,8 @@ std::unique_ptr<Model> load_model(std::string_view model_json, const std::string
   opt.fuse_unk = flag("fuse_unk");
   opt.byte_fallback = flag("byte_fallback");
   opt.ignore_merges = flag("ignore_merges");
-  return std::make_unique<BpeModel>(raw["vocab"], raw["merges"], std::move(opt), where);
+  model->build(std::move(opt), merges, where);
+  return model;
 }
 
 }  // namespace tessera::tok

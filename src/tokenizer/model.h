@@ -21,19 +21,23 @@ class Model {
   int32_t token_to_id(std::string_view token) const { return vocab_.find(token); }
   // Empty view for an id the model does not have.
   std::string_view id_to_token(int32_t id) const {
-    return id >= 0 && size_t(id) < tokens_.size() ? std::string_view(tokens_[id]) : std::string_view();
+    if (!has_id(id)) return {};
+    return vocab_.key_at(uint32_t(tokens_[id] >> 32), uint32_t(tokens_[id]));
   }
-  bool has_id(int32_t id) const { return id >= 0 && size_t(id) < tokens_.size() && has_[id]; }
+  bool has_id(int32_t id) const { return id >= 0 && size_t(id) < tokens_.size() && tokens_[id] != kNone; }
   size_t id_limit() const { return tokens_.size(); }
+  // Fills the vocabulary from a JSON object of "token": id.
+  void load_vocab(std::string_view vocab_json, const std::string& where);
 
  protected:
-  void add_token(std::string_view token, int32_t id);
+  static constexpr uint64_t kNone = ~uint64_t(0);
   StringIdMap vocab_;
-  std::vector<std::string> tokens_;
-  std::vector<bool> has_;
+  std::vector<uint64_t> tokens_;  // id -> (arena offset << 32 | length) of its string in vocab_
 };
 
-// Parses the tokenizer.json "model" object (raw JSON text). `where` names the file in errors.
-std::unique_ptr<Model> load_model(std::string_view model_json, const std::string& where);
+class JsonScanner;
+
+// Parses the tokenizer.json "model" object at the scanner's position. `where` names the file.
+std::unique_ptr<Model> load_model(JsonScanner& js, const std::string& where);
 
 }  // namespace tessera::tok

@@ -101,8 +101,13 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   const std::string text = read_whole(file);
 
   std::map<std::string, std::string_view> raw;
+  std::unique_ptr<tok::Model> model;
   tok::JsonScanner js(text, where);
-  js.object([&](const std::string& key) { raw[key] = js.skip_value(); });
+  js.object([&](const std::string& key) {
+    if (key == "model") model = tok::load_model(js, where);
+    else raw[key] = js.skip_value();
+  });
+  if (!model) throw Error(where + ": no 'model' section");
   auto section = [&](const char* key) -> nlohmann::json {
     auto it = raw.find(key);
     if (it == raw.end()) return nullptr;
@@ -112,7 +117,6 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
       throw Error(where + ": invalid JSON in '" + key + "': " + e.what());
     }
   };
-  if (!raw.count("model")) throw Error(where + ": no 'model' section");
 
   auto impl = std::make_unique<tok::TokenizerImpl>();
   auto with_context = [&](const char* key, auto&& build) {
@@ -128,7 +132,7 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   with_context("pre_tokenizer", [&](const nlohmann::json& j) { impl->pre = tok::make_pre_tokenizer(j); });
   with_context("post_processor", [&](const nlohmann::json& j) { impl->post = tok::make_post_processor(j); });
   with_context("decoder", [&](const nlohmann::json& j) { impl->decoder = tok::make_decoder(j); });
-  impl->model = tok::load_model(raw["model"], where);
+  impl->model = std::move(model);
   impl->added.build(parse_added(section("added_tokens"), where), impl->normalizer.get());
 
   auto resolve = [&](std::string_view token) -> int32_t {
