@@ -20,7 +20,7 @@ namespace {
 
 // Per-thread cache of encoded words, one per model instance: lock-free for concurrent encodes.
 struct WordCache {
-  static constexpr size_t kSlots = 1 << 14;
+  static constexpr size_t kSlots = 1 << 15;
   static constexpr size_t kMaxWord = 64;  // longer words are rare and cheap to miss
   struct Entry {
     uint64_t hash = 0;
@@ -101,6 +101,22 @@ void BpeModel::build(BpeOptions opt, const std::vector<MergeText>& merges, const
     std::snprintf(name, sizeof name, "<0x%02X>", b);
     fallback_ids_[b] = vocab_.find(name);
   }
+  // Chars that some token joins to a following "▁" (see encode_word); with unknown chars (no
+  // one-char token, so byte fallback or <unk>) a cut is never made either.
+  std::vector<bool> joins(0x110000, false);
+  bool has_metaspace = false;
+  for (size_t id = 0; id < tokens_.size(); ++id) {
+    std::string_view t = id_to_token(int32_t(id));
+    char32_t prev = 0, cp;
+    for (size_t i = 0; i < t.size() && utf8_valid_prefix(t) == t.size();) {
+      i += utf8_decode(t, i, cp);
+      if (cp == kMetaspace) {
+        has_metaspace = true;
+        if (prev) joins[prev] = true;
+      }
+      prev = cp;
+    }
+  }
   char_ids_.assign(0x110000, -1);
   for (size_t id = 0; id < tokens_.size(); ++id) {
     std::string_view t = id_to_token(int32_t(id));
@@ -109,6 +125,10 @@ void BpeModel::build(BpeOptions opt, const std::vector<MergeText>& merges, const
     utf8_decode(t, 0, cp);
     char_ids_[cp] = int32_t(id);
   }
+  for (char32_t c = 0; c < 0x110000; ++c)
+    if (char_ids_[c] < 0) joins[c] = true;
+  joins_metaspace_ = std::move(joins);
+  split_at_spaces_ = has_metaspace && plain_symbols_;
 
   // Resolve each merge to (left, right, merged) ids. Lookups go in batches: hashing and
   // prefetching a batch before probing overlaps the cache misses that dominate large vocabularies.
@@ -278,21 +298,32 @@ void BpeModel::merge_long(std::vector<int32_t>& s) const {
 }
 
 void BpeModel::encode_word(std::string_view word, bool byte_level, std::vector<int32_t>& out) const {
-  if (word.empty()) return;
-  if (opt_.ignore_merges) {
-    int32_t id = byte_level ? vocab_.find(byte_level_encode(word)) : vocab_.find(word);
-    if (id >= 0) {
-      out.push_back(id);
-      return;
+  if (byte_level || !split_at_spaces_) return encode_piece(word, byte_level, out);
+  // SentencePiece-style words can be whole paragraphs. Cut them before each "▁" that follows a
+  // char no vocabulary token joins to a "▁": no merge can span such a cut, so encoding the
+  // pieces apart gives the same ids (and lets the word cache work).
+  size_t start = 0;
+  char32_t prev = 0;
+  for (size_t i = 0; i < word.size();) {
+    char32_t cp;
+    int n = utf8_decode(word, i, cp);
+    if (cp == kMetaspace && i > start && prev != kMetaspace && prev < joins_metaspace_.size() && !joins_metaspace_[prev]) {
+      encode_piece(word.substr(start, i - start), false, out);
+      start = i;
     }
+    prev = cp;
+    i += n;
   }
-  WordCache* cache = nullptr;
+  encode_piece(word.substr(start), false, out);
+}
+
+void BpeModel::encode_piece(std::string_view word, bool byte_level, std::vector<int32_t>& out) const {
+  if (word.empty()) return;
   WordCache::Entry* slot = nullptr;
   uint64_t h = 0;
   if (word.size() <= WordCache::kMaxWord) {
-    cache = &cache_for(instance_);
     h = hash_bytes(word) | 1;
-    slot = &cache->slots[h & (WordCache::kSlots - 1)];
+    slot = &cache_for(instance_).slots[h & (WordCache::kSlots - 1)];
     if (slot->hash == h && slot->key == word) {
       out.insert(out.end(), slot->ids.begin(), slot->ids.end());
       return;
@@ -300,8 +331,24 @@ void BpeModel::encode_word(std::string_view word, bool byte_level, std::vector<i
   }
   thread_local std::vector<int32_t> syms;
   syms.clear();
-  initial_symbols(word, byte_level, syms);
-  merge(syms);
+  int32_t whole = -1;
+  if (opt_.ignore_merges) {
+    if (byte_level) {
+      thread_local std::string mapped;
+      const auto& alphabet = ByteLevelAlphabet::get();
+      mapped.clear();
+      for (unsigned char c : word) mapped += alphabet.byte_to_utf8[c];
+      whole = vocab_.find(mapped);
+    } else {
+      whole = vocab_.find(word);
+    }
+  }
+  if (whole >= 0) {
+    syms.push_back(whole);
+  } else {
+    initial_symbols(word, byte_level, syms);
+    merge(syms);
+  }
   out.insert(out.end(), syms.begin(), syms.end());
   if (slot) {
     slot->hash = h;

@@ -36,6 +36,7 @@ class BpeModel : public Model {
   // Initial symbols of a word: one per char (per byte for byte-level words), with unknown
   // chars going to byte-fallback tokens or <unk>.
   void initial_symbols(std::string_view word, bool byte_level, std::vector<int32_t>& syms) const;
+  void encode_piece(std::string_view word, bool byte_level, std::vector<int32_t>& out) const;
   void merge(std::vector<int32_t>& syms) const;
   void merge_long(std::vector<int32_t>& syms) const;
 
@@ -46,6 +47,9 @@ class BpeModel : public Model {
   std::array<int32_t, 256> fallback_ids_{};  // byte -> id of "<0xXX>"
   std::vector<int32_t> char_ids_;            // code point -> id of the one-char token
   bool plain_symbols_ = true;                // no subword prefix/suffix: chars map straight to ids
+  static constexpr char32_t kMetaspace = 0x2581;  // SentencePiece's "▁"
+  std::vector<bool> joins_metaspace_;        // char -> some token holds it followed by "▁"
+  bool split_at_spaces_ = false;
   uint64_t instance_ = next_instance_++;     // keys this model's per-thread word cache
   static inline std::atomic<uint64_t> next_instance_{1};
 };

@@ -13,7 +13,7 @@ size_t capacity_for(size_t n) {
 
 void StringIdMap::reserve(size_t n) {
   if (capacity_for(n) <= slots_.size()) return;
-  std::vector<Slot> old = std::move(slots_);
+  auto old = std::move(slots_);
   slots_.assign(capacity_for(n), Slot{});
   mask_ = slots_.size() - 1;
   for (auto& s : old) {
@@ -55,7 +55,7 @@ uint32_t StringIdMap::set(std::string_view key, int32_t id, uint64_t h) {
 
 void PairMap::reserve(size_t n) {
   if (capacity_for(n) <= slots_.size()) return;
-  std::vector<Slot> old = std::move(slots_);
+  auto old = std::move(slots_);
   slots_.assign(capacity_for(n), Slot{});
   mask_ = slots_.size() - 1;
   count_ = 0;

@@ -11,10 +11,6 @@ void JsonScanner::fail(const std::string& what) {
   throw Error(where_ + ": invalid JSON at byte " + std::to_string(i_) + ": " + what);
 }
 
-void JsonScanner::expect(char c) {
-  if (peek() != c) fail(std::string("expected '") + c + "'");
-  ++i_;
-}
 
 namespace {
 int hex4(std::string_view s, size_t i) {
@@ -30,12 +26,8 @@ int hex4(std::string_view s, size_t i) {
 }
 }  // namespace
 
-std::string_view JsonScanner::string(std::string& buf) {
-  expect('"');
-  size_t start = i_;
-  while (i_ < s_.size() && s_[i_] != '"' && s_[i_] != '\\') ++i_;
+std::string_view JsonScanner::escaped_string(size_t start, std::string& buf) {
   if (i_ >= s_.size()) fail("unterminated string");
-  if (s_[i_] == '"') return s_.substr(start, i_++ - start);
   buf.assign(s_.substr(start, i_ - start));
   while (true) {
     if (i_ >= s_.size()) fail("unterminated string");

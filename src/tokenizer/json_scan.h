@@ -17,7 +17,10 @@ class JsonScanner {
     skip_ws();
     return i_ < s_.size() ? s_[i_] : '\0';
   }
-  void expect(char c);
+  void expect(char c) {
+    if (peek() != c) fail(std::string("expected '") + c + "'");
+    ++i_;
+  }
   // Consumes c if it is next.
   bool accept(char c) {
     if (peek() != c) return false;
@@ -25,7 +28,13 @@ class JsonScanner {
     return true;
   }
   // Reads a string; returns a view into the text when it holds no escapes, else into `buf`.
-  std::string_view string(std::string& buf);
+  std::string_view string(std::string& buf) {
+    expect('"');
+    size_t start = i_;
+    while (i_ < s_.size() && s_[i_] != '"' && s_[i_] != '\\') ++i_;
+    if (i_ < s_.size() && s_[i_] == '"') return s_.substr(start, i_++ - start);
+    return escaped_string(start, buf);
+  }
   long long integer();
   // Skips any value and returns its raw text.
   std::string_view skip_value();
@@ -71,6 +80,7 @@ class JsonScanner {
   [[noreturn]] void fail(const std::string& what);
 
  private:
+  std::string_view escaped_string(size_t start, std::string& buf);
   void skip_string();
   std::string_view s_;
   size_t i_ = 0;

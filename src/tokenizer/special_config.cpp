@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tokenizer/json_scan.h"
 
 namespace tessera::tok {
 
@@ -13,15 +15,26 @@ namespace {
 
 using json = nlohmann::json;
 
-// The JSON of `path`, or null when the file does not exist.
+// The top-level keys of `path` that matter here, or null when the file does not exist. The
+// rest (added_tokens_decoder, chat_template: often most of the file) is skipped unparsed.
 json read_json(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return nullptr;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  static const char* kKeys[] = {"bos_token", "eos_token", "pad_token", "unk_token", "add_bos_token",
+                                "add_eos_token", "eos_token_id", "bos_token_id", "pad_token_id"};
+  json out = json::object();
   try {
-    return json::parse(in);
+    JsonScanner js(text, path.string());
+    js.object([&](const std::string& key) {
+      std::string_view raw = js.skip_value();
+      for (const char* k : kKeys)
+        if (key == k) out[key] = json::parse(raw);
+    });
   } catch (const json::exception& e) {
     throw Error(path.string() + ": invalid JSON: " + e.what());
   }
+  return out;
 }
 
 std::string token_text(const json& cfg, const char* key) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <future>
 #include <map>
 #include <sstream>
 
@@ -102,10 +103,18 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
 
   std::map<std::string, std::string_view> raw;
   std::unique_ptr<tok::Model> model;
+  // Added tokens (thousands in some files) are parsed on the side while the model loads.
+  std::future<nlohmann::json> added_json;
   tok::JsonScanner js(text, where);
   js.object([&](const std::string& key) {
-    if (key == "model") model = tok::load_model(js, where);
-    else raw[key] = js.skip_value();
+    if (key == "model") {
+      model = tok::load_model(js, where);
+    } else if (key == "added_tokens") {
+      std::string_view v = js.skip_value();
+      added_json = std::async(std::launch::async, [v] { return nlohmann::json::parse(v); });
+    } else {
+      raw[key] = js.skip_value();
+    }
   });
   if (!model) throw Error(where + ": no 'model' section");
   auto section = [&](const char* key) -> nlohmann::json {
@@ -133,7 +142,15 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   with_context("post_processor", [&](const nlohmann::json& j) { impl->post = tok::make_post_processor(j); });
   with_context("decoder", [&](const nlohmann::json& j) { impl->decoder = tok::make_decoder(j); });
   impl->model = std::move(model);
-  impl->added.build(parse_added(section("added_tokens"), where), impl->normalizer.get());
+  nlohmann::json added;
+  if (added_json.valid()) {
+    try {
+      added = added_json.get();
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(where + ": invalid JSON in 'added_tokens': " + e.what());
+    }
+  }
+  impl->added.build(parse_added(added, where), impl->normalizer.get());
 
   auto resolve = [&](std::string_view token) -> int32_t {
     if (token.empty()) return -1;
