@@ -1,5 +1,8 @@
 #include "model_options.h"
 
+#include <algorithm>
+#include <filesystem>
+
 #include "core/error.h"
 
 namespace tessera::app {
@@ -37,21 +40,27 @@ SamplingParams sampling_params(const SamplingFlags& f, const HfConfig& cfg) {
   return p;
 }
 
-std::string TextStream::push(int32_t) {
-  throw Error("printing text needs the model's tokenizer, which this build cannot read yet; use --output-ids");
+const Tokenizer& LoadedRuntime::require_tokenizer() const {
+  TESSERA_CHECK(tokenizer.has_value(),
+                "the model directory has no tokenizer.json: give token ids (--prompt-ids) and print ids (--output-ids)");
+  return *tokenizer;
 }
-std::string TextStream::flush() { return ""; }
 
-std::vector<int32_t> LoadedRuntime::encode_prompt(const std::string&) const {
-  throw Error("text prompts need the model's tokenizer, which this build cannot read yet; use --prompt-ids");
+std::vector<int32_t> LoadedRuntime::encode_text(const std::string& text, bool add_special_tokens) const {
+  return require_tokenizer().encode(text, add_special_tokens);
 }
-TextStream LoadedRuntime::text_stream() const { return TextStream{}; }
 
 LoadedRuntime load_runtime(const ModelOptions& o) {
   LoadedRuntime rt;
   rt.backend = make_cpu_backend({.reference = false, .threads = o.threads});
-  rt.loaded = load_model(o.model_dir.empty() ? std::string(TESSERA_DEFAULT_MODEL_DIR) : o.model_dir, *rt.backend);
+  std::filesystem::path dir = o.model_dir.empty() ? std::string(TESSERA_DEFAULT_MODEL_DIR) : o.model_dir;
+  rt.loaded = load_model(dir, *rt.backend);
   rt.eos_ids = rt.loaded.config.eos_token_ids();
+  if (std::filesystem::exists(dir / "tokenizer.json")) {
+    rt.tokenizer = Tokenizer::load(dir);
+    for (int32_t id : rt.tokenizer->eos_ids())
+      if (std::find(rt.eos_ids.begin(), rt.eos_ids.end(), id) == rt.eos_ids.end()) rt.eos_ids.push_back(id);
+  }
   return rt;
 }
 
