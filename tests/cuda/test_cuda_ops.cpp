@@ -131,7 +131,7 @@ TEST(CudaOps, Embedding) {
   TESSERA_REQUIRE_CUDA(be);
   std::mt19937 rng(1);
   for (DType dt : kWeightTypes)
-    for (auto [V, D, T] : {std::tuple{384, 64, 7}, {32000, 4096, 33}}) {
+    for (auto [V, D, T] : {std::tuple{384, 64, 7}, {4000, 4096, 33}}) {
       Tensor table = random_host(dt, {V, D}, 1.0f, rng);
       std::vector<int32_t> ids(static_cast<size_t>(T));
       for (auto& id : ids) id = int32_t(rng() % uint32_t(V));
