@@ -134,19 +134,23 @@ Tensor upload_i32(Backend& be, const std::vector<int32_t>& v, Shape shape) {
   return be.upload(h);
 }
 
-// One engine step of `seqs` sequences that each hold `context` tokens after it, `new_tokens` of
-// them computed now; sequence s owns a run of consecutive blocks. Returns the logits of each
-// sequence's last token on the host, as the runner does (this read is the step's one sync).
-std::vector<float> step(Backend& be, Model& M, int seqs, int new_tokens, int context) {
-  const Shape8B& m = M.m;
-  const int64_t T = int64_t(seqs) * new_tokens, H = m.hidden, Dh = m.head_dim, nq = m.heads, nkv = m.kv_heads;
+// The metadata of one engine step of `seqs` sequences that each hold `context` tokens after it,
+// `new_tokens` of them computed now; sequence s owns a run of consecutive blocks.
+struct StepInputs {
+  int seqs = 0;
+  int64_t T = 0;
+  AttentionMeta meta;
+  Tensor tokens, slots, logits_rows;
+};
+
+StepInputs step_inputs(Backend& be, const Model& M, int seqs, int new_tokens, int context) {
   const int bs = M.block_size, per = (context + bs - 1) / bs;
   TESSERA_CHECK(int64_t(seqs) * per <= M.num_blocks, "bench: KV cache too small");
   std::vector<int32_t> ids, pos, slots, starts{0}, ctx, tables, rows;
   for (int s = 0; s < seqs; ++s) {
     for (int i = 0; i < new_tokens; ++i) {
       int p = context - new_tokens + i;
-      ids.push_back(int32_t((s * 7919 + p * 31) % m.vocab));
+      ids.push_back(int32_t((s * 7919 + p * 31) % M.m.vocab));
       pos.push_back(p);
       slots.push_back((s * per + p / bs) * bs + p % bs);
     }
@@ -155,14 +159,27 @@ std::vector<float> step(Backend& be, Model& M, int seqs, int new_tokens, int con
     ctx.push_back(context);
     for (int b = 0; b < per; ++b) tables.push_back(s * per + b);
   }
-  AttentionMeta meta;
-  meta.positions = upload_i32(be, pos, {T});
-  meta.seq_starts = upload_i32(be, starts, {seqs + 1});
-  meta.context_lens = upload_i32(be, ctx, {seqs});
-  meta.block_tables = upload_i32(be, tables, {seqs, per});
-  meta.num_seqs = seqs, meta.max_blocks = per, meta.block_size = bs;
-  meta.max_query_len = new_tokens, meta.max_context_len = context;
-  Tensor tok = upload_i32(be, ids, {T}), slot = upload_i32(be, slots, {T}), lrows = upload_i32(be, rows, {seqs});
+  StepInputs in;
+  in.seqs = seqs;
+  in.T = int64_t(ids.size());
+  in.meta.positions = upload_i32(be, pos, {in.T});
+  in.meta.seq_starts = upload_i32(be, starts, {seqs + 1});
+  in.meta.context_lens = upload_i32(be, ctx, {seqs});
+  in.meta.block_tables = upload_i32(be, tables, {seqs, per});
+  in.meta.num_seqs = seqs, in.meta.max_blocks = per, in.meta.block_size = bs;
+  in.meta.max_query_len = new_tokens, in.meta.max_context_len = context;
+  in.tokens = upload_i32(be, ids, {in.T});
+  in.slots = upload_i32(be, slots, {in.T});
+  in.logits_rows = upload_i32(be, rows, {seqs});
+  return in;
+}
+
+// One engine step, in nn::Decoder's op sequence. Returns the logits of each sequence's last
+// token on the host, as the runner does (this read is the step's one synchronisation).
+std::vector<float> step(Backend& be, Model& M, int seqs, int new_tokens, int context) {
+  const Shape8B& m = M.m;
+  StepInputs in = step_inputs(be, M, seqs, new_tokens, context);
+  const int64_t T = in.T, H = m.hidden, Dh = m.head_dim, nq = m.heads, nkv = m.kv_heads;
   RopeParams rope{M.inv_freq, 1.0f, int(Dh)};
 
   Tensor x = be.empty(DType::F32, {T, H}), h = be.empty(DType::F32, {T, H});
@@ -172,17 +189,18 @@ std::vector<float> step(Backend& be, Model& M, int seqs, int new_tokens, int con
   Tensor q2 = q.reshape({T, nq * Dh}), k2 = k.reshape({T, nkv * Dh}), v2 = v.reshape({T, nkv * Dh});
   Tensor attn2 = attn.reshape({T, nq * Dh});
   const Tensor none;
-  be.embedding(M.embed, tok, x);
+  be.embedding(M.embed, in.tokens, x);
   for (int l = 0; l < m.layers; ++l) {
     Layer& L = M.layers[size_t(l)];
     be.rms_norm(x, L.in_norm, 1e-5f, 0.0f, h);
     be.linear(h, L.q, none, q2);
     be.linear(h, L.k, none, k2);
     be.linear(h, L.v, none, v2);
-    be.rope(q, meta.positions, rope);
-    be.rope(k, meta.positions, rope);
-    be.store_kv(k, v, slot, M.k_cache[size_t(l)], M.v_cache[size_t(l)]);
-    be.attention(q, M.k_cache[size_t(l)], M.v_cache[size_t(l)], meta, {1.0f / std::sqrt(float(Dh)), 0, 0.0f}, attn);
+    be.rope(q, in.meta.positions, rope);
+    be.rope(k, in.meta.positions, rope);
+    be.store_kv(k, v, in.slots, M.k_cache[size_t(l)], M.v_cache[size_t(l)]);
+    be.attention(q, M.k_cache[size_t(l)], M.v_cache[size_t(l)], in.meta, {1.0f / std::sqrt(float(Dh)), 0, 0.0f},
+                 attn);
     be.linear(attn2, L.o, none, h);
     be.add(x, h, x);
     be.rms_norm(x, L.post_norm, 1e-5f, 0.0f, h);
@@ -194,12 +212,95 @@ std::vector<float> step(Backend& be, Model& M, int seqs, int new_tokens, int con
   }
   be.rms_norm(x, M.norm, 1e-5f, 0.0f, h);
   Tensor last = be.empty(DType::F32, {seqs, H});
-  be.gather_rows(h, lrows, last);
+  be.gather_rows(h, in.logits_rows, last);
   Tensor logits = be.empty(DType::F32, {seqs, m.vocab});
   be.linear(last, M.lm_head, none, logits);
   std::vector<float> out(size_t(seqs) * m.vocab);
   be.download(logits, out.data());
   return out;
+}
+
+// Device f32 activations of small random values.
+Tensor random_activations(Backend& be, Shape shape) {
+  Tensor h = Tensor::empty(DType::F32, std::move(shape));
+  uint64_t s = 0x2545F4914F6CDD1Dull;
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    h.data<float>()[i] = float(s >> 40) / float(1 << 24) - 0.5f;
+  }
+  return be.upload(h);
+}
+
+// Seconds per call of `op`, queued `reps` times back to back and then synchronised (a small
+// download), after a few warm-up calls: the op's device time, or its host cost where that is larger.
+template <class F>
+double op_seconds(Backend& be, int reps, F&& op) {
+  Tensor sync = be.empty(DType::F32, {1});
+  float tmp;
+  for (int i = 0; i < 3; ++i) op();
+  be.download(sync, &tmp);
+  auto t0 = Clock::now();
+  for (int i = 0; i < reps; ++i) op();
+  be.download(sync, &tmp);
+  return seconds_since(t0) / reps;
+}
+
+// Where one step's time goes: each op alone at the step's shapes (one layer's worth; the step
+// runs each 32 times, the LM head once).
+void op_breakdown(Backend& be, Model& M, int seqs, int new_tokens, int context) {
+  const Shape8B& m = M.m;
+  StepInputs in = step_inputs(be, M, seqs, new_tokens, context);
+  const int64_t T = in.T, H = m.hidden, Dh = m.head_dim, nq = m.heads, nkv = m.kv_heads, I = m.intermediate;
+  Tensor x = random_activations(be, {T, H}), h = be.empty(DType::F32, {T, H});
+  Tensor q = random_activations(be, {T, nq, Dh}), k = random_activations(be, {T, nkv, Dh});
+  Tensor v = random_activations(be, {T, nkv, Dh}), attn = be.empty(DType::F32, {T, nq, Dh});
+  Tensor big = random_activations(be, {T, I}), big2 = be.empty(DType::F32, {T, I});
+  Tensor logits = be.empty(DType::F32, {seqs, m.vocab}), last = random_activations(be, {seqs, H});
+  Layer& L = M.layers[0];
+  const Tensor none;
+  const int reps = T >= 1024 ? 5 : 20;
+  std::printf("\nops at %d sequence(s) x %d new token(s), context %d (T = %lld):\n", seqs, new_tokens, context,
+              (long long)T);
+  std::printf("  %-26s %10s %10s %10s\n", "op", "us", "GB/s", "TFLOP/s");
+  double layer_us = 0;
+  auto lin = [&](const char* name, const Tensor& in_x, const Tensor& w, Tensor out, bool per_layer = true) {
+    double s = op_seconds(be, reps, [&] { be.linear(in_x, w, none, out); });
+    double bytes = double(w.nbytes()), flops = 2.0 * double(w.numel()) * double(in_x.numel() / w.dim(1));
+    std::printf("  %-26s %10.1f %10.0f %10.1f\n", name, s * 1e6, bytes / s / 1e9, flops / s / 1e12);
+    if (per_layer) layer_us += s * 1e6;
+  };
+  auto op = [&](const char* name, auto&& f) {
+    double s = op_seconds(be, reps, f);
+    std::printf("  %-26s %10.1f\n", name, s * 1e6);
+    layer_us += s * 1e6;
+  };
+  op("rms_norm", [&] { be.rms_norm(x, L.in_norm, 1e-5f, 0.0f, h); });
+  lin("linear q 4096x4096", h, L.q, q.reshape({T, nq * Dh}));
+  lin("linear k 1024x4096", h, L.k, k.reshape({T, nkv * Dh}));
+  lin("linear v 1024x4096", h, L.v, v.reshape({T, nkv * Dh}));
+  RopeParams rope{M.inv_freq, 1.0f, int(Dh)};
+  op("rope q", [&] { be.rope(q, in.meta.positions, rope); });
+  op("rope k", [&] { be.rope(k, in.meta.positions, rope); });
+  op("store_kv", [&] { be.store_kv(k, v, in.slots, M.k_cache[0], M.v_cache[0]); });
+  double kv_bytes = double(seqs) * context * m.kv_bytes_per_token() / m.layers;
+  {
+    double s = op_seconds(be, reps, [&] {
+      be.attention(q, M.k_cache[0], M.v_cache[0], in.meta, {1.0f / std::sqrt(float(Dh)), 0, 0.0f}, attn);
+    });
+    std::printf("  %-26s %10.1f %10.0f\n", "attention", s * 1e6, kv_bytes / s / 1e9);
+    layer_us += s * 1e6;
+  }
+  lin("linear o 4096x4096", attn.reshape({T, nq * Dh}), L.o, h);
+  op("add", [&] { be.add(x, h, x); });
+  op("rms_norm", [&] { be.rms_norm(x, L.post_norm, 1e-5f, 0.0f, h); });
+  lin("linear gate 14336x4096", h, L.gate, big2);
+  lin("linear up 14336x4096", h, L.up, big2);
+  op("silu_mul", [&] { be.silu_mul(big, big2, big2); });
+  lin("linear down 4096x14336", big, L.down, h);
+  op("add", [&] { be.add(x, h, x); });
+  lin("lm_head 128256x4096", last, M.lm_head, logits, false);
+  std::printf("  %-26s %10.1f  (x %d layers = %.2f ms)\n", "one layer, sum", layer_us, m.layers,
+              layer_us * m.layers / 1e3);
 }
 
 // Median seconds of `reps` calls after `warmup` calls.
@@ -342,6 +443,9 @@ int run(int argc, char** argv) {
     std::snprintf(buf, sizeof(buf), "GEMM-rate bound %.0f; llama.cpp 25700, target 33000", bound);
     table.push_back({"prefill " + std::to_string(prefill) + " tokens, tok/s", prefill / s, buf});
   }
+  for (int b : batches) op_breakdown(*be, M, b, 1, context);
+  op_breakdown(*be, M, 1, prefill, prefill);
+
   std::printf("\n%-40s %12s   %s\n", "measurement", "measured", "limit / peers");
   std::printf("%-40s %12.2f   %s\n", "copy bandwidth, TB/s", bw / 1e12, "anchor 4.2");
   std::printf("%-40s %12.0f   %s\n", "cuBLASLt bf16 GEMM 8192^3, TFLOP/s", flops / 1e12, "");

@@ -156,10 +156,12 @@ void attention(const AttentionArgs& a, int splits, float* partial, cudaStream_t 
     default: throw Error("attention: unsupported KV cache dtype " + std::string(dtype_name(a.cache_dtype)));
   }
   check_launch("attention");
-  if (splits > 1) {
-    combine_kernel<<<unsigned(a.T * a.H), 128, 0, s>>>(partial, splits, a.Dh, a.out);
-    check_launch("attention combine");
-  }
+  if (splits > 1) combine_partials(partial, a.T * a.H, splits, a.Dh, a.out, s);
+}
+
+void combine_partials(const float* partial, int64_t rows, int splits, int64_t Dh, float* out, cudaStream_t s) {
+  combine_kernel<<<unsigned(rows), 128, 0, s>>>(partial, splits, Dh, out);
+  check_launch("attention combine");
 }
 
 }  // namespace tessera::cuda

@@ -32,7 +32,7 @@ T* ptr(const Tensor& t) { return static_cast<T*>(t.raw()); }
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) : device_(device) {
+  explicit CudaBackend(int device) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) throw Error(std::string("no usable CUDA device: ") + cudaGetErrorString(e));
@@ -43,6 +43,7 @@ class CudaBackend final : public Backend {
     TESSERA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     name_ = "cuda:" + std::to_string(device) + " (" + prop.name + ")";
     sm_count_ = prop.multiProcessorCount;
+    smem_optin_ = prop.sharedMemPerBlockOptin;
     TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     alloc_ = std::make_shared<DeviceAllocator>();
     gemm_ = std::make_unique<cuda::Gemm>(stream_);
@@ -104,6 +105,8 @@ class CudaBackend final : public Backend {
     TESSERA_CHECK(w.dim(1) == K, "linear: weight " + shape_str(w.shape()) + " vs input " + shape_str(x.shape()));
     if (w.dtype() == DType::F32) {
       gemm_->run(x.raw(), w.raw(), DType::F32, ptr(out), T, N, K);
+    } else if (cuda::gemv(ptr(x), w.raw(), w.dtype(), ptr(out), T, N, K, stream_)) {
+      // decode: few tokens, weight-read bound
     } else {
       // 16-bit weights: the activations go to the weight's format, accumulation stays f32.
       Tensor x16 = empty(w.dtype(), {T, K});
@@ -163,10 +166,14 @@ class CudaBackend final : public Backend {
     a.max_context_len = m.max_context_len;
     a.scale = p.scale, a.softcap = p.softcap, a.sliding_window = p.sliding_window;
     TESSERA_CHECK(kc.dim(2) == a.Dh, "attention: cache head_dim differs from q's");
-    int splits = attention_splits(a);
+    int q_tiles = cuda::flash_attention_tiles(a, m.max_query_len, smem_optin_);
+    int64_t blocks = q_tiles > 0 ? int64_t(m.num_seqs) * q_tiles * a.Hkv : a.T * a.Hkv;
+    int splits = attention_splits(blocks, m.max_context_len);
     Tensor partial;
     if (splits > 1) partial = empty(DType::F32, {a.T * a.H * splits * (a.Dh + 2)});
-    cuda::attention(a, splits, splits > 1 ? ptr(partial) : nullptr, stream_);
+    float* part = splits > 1 ? ptr(partial) : nullptr;
+    if (q_tiles > 0) cuda::flash_attention(a, q_tiles, splits, part, stream_);
+    else cuda::attention(a, splits, part, stream_);
   }
 
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
@@ -194,16 +201,15 @@ class CudaBackend final : public Backend {
  private:
   // Splits the keys of each query into ranges when too few (token, kv head) blocks would fill
   // the GPU and the contexts are long enough to share (decode).
-  int attention_splits(const cuda::AttentionArgs& a) const {
-    int64_t blocks = a.T * a.Hkv;
-    if (blocks >= 2 * sm_count_ || a.max_context_len < 256) return 1;
+  int attention_splits(int64_t blocks, int max_context_len) const {
+    if (blocks >= 2 * sm_count_ || max_context_len < 256) return 1;
     int64_t want = (2 * sm_count_ + blocks - 1) / blocks;
-    return int(std::clamp<int64_t>(std::min<int64_t>(want, a.max_context_len / 128), 1, 32));
+    return int(std::clamp<int64_t>(std::min<int64_t>(want, max_context_len / 128), 1, 32));
   }
 
-  int device_;
   std::string name_;
   int sm_count_ = 1;
+  size_t smem_optin_ = 0;
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<DeviceAllocator> alloc_;
   std::unique_ptr<cuda::Gemm> gemm_;

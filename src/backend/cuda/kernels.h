@@ -25,6 +25,11 @@ void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
 // Out-of-range rows give rows of NaN.
 void gather_rows(const float* x, const int32_t* rows, int64_t R, int64_t D, int64_t num_rows, float* out,
                  cudaStream_t s);
+// out[T, N] = x[T, K] · w[N, K]ᵀ for 16-bit weights and at most kGemvMaxTokens tokens (decode),
+// at memory speed. Returns false (nothing launched) where it does not apply: other dtypes, more
+// tokens, K not a multiple of 8, or pointers not 16-byte aligned.
+constexpr int kGemvMaxTokens = 8;
+bool gemv(const float* x, const void* w, DType dtype, float* out, int64_t T, int64_t N, int64_t K, cudaStream_t s);
 // f32 → bf16 / f16 (round to nearest even), for the activation side of 16-bit matrix products.
 void convert_f32(const float* x, int64_t n, void* out, DType dtype, cudaStream_t s);
 // out[T, N] += bias[N]
@@ -48,5 +53,13 @@ struct AttentionArgs {
 // Splits each query's keys into `splits` ranges (flash-decoding) when splits > 1; `partial` then
 // holds T * H * splits * (Dh + 2) floats.
 void attention(const AttentionArgs& a, int splits, float* partial, cudaStream_t s);
+// Sums the `splits` partial results of each of `rows` (token, head) pairs into out [rows, Dh].
+void combine_partials(const float* partial, int64_t rows, int splits, int64_t Dh, float* out, cudaStream_t s);
+
+// The tensor-core kernel (attention_tc.cu): bf16 caches, head_dim 64/128/256, heads per kv
+// head dividing 64. Returns the number of query tiles per sequence, or 0 where it does not
+// apply (then use attention()). smem_limit: the device's opt-in shared memory per block.
+int flash_attention_tiles(const AttentionArgs& a, int max_query_len, size_t smem_limit);
+void flash_attention(const AttentionArgs& a, int q_tiles, int splits, float* partial, cudaStream_t s);
 
 }  // namespace tessera::cuda
