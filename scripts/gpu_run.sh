@@ -66,11 +66,13 @@ run() {
     tail -n 3 "$log_dir/memcheck.log"
   fi
   "$bin/bench_cuda" 2>&1 | tee "$log_dir/bench_cuda.log" || status=1
+  "$bin/bench_cuda" --context 4096 --steps 5 >"$log_dir/bench_cuda_ctx4096.log" 2>&1 || status=1
   echo "== summary"
   grep -h -E '^NMSE|^MODEL' "$log_dir/test_cuda_ops.log" "$log_dir/test_cuda_models.log"
   grep -h -E 'PASSED|FAILED' "$log_dir"/test_cuda_*.log
   [ -f "$log_dir/memcheck.log" ] && grep -h -E 'ERROR SUMMARY' "$log_dir/memcheck.log"
   sed -n '/^measurement/,$p' "$log_dir/bench_cuda.log"
+  sed -n '/^measurement/,$p' "$log_dir/bench_cuda_ctx4096.log" | grep decode
   return $status
 }
 

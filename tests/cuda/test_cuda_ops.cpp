@@ -310,6 +310,12 @@ TEST(CudaOps, Attention) {
       {"MHA Dh256 multi-tile", {70, 2}, {100, 33}, 4, 4, 256, 32, 0, 0.0f, DType::BF16},
       {"chunk 100 of 1000 GQA4", {100}, {1000}, 32, 8, 128, 16, 0, 0.0f, DType::BF16},
       {"GQA3 (row kernel)", {5, 1}, {300, 20}, 6, 2, 128, 16, 0, 0.0f, DType::BF16},
+      {"decode x3 window 20 softcap 50", {1, 1, 1}, {5, 90, 300}, 4, 2, 64, 16, 20, 50.0f, DType::F32},
+      {"decode MHA Dh256", {1, 1}, {33, 700}, 4, 4, 256, 16, 0, 0.0f, DType::F32},
+      {"decode Dh32 GQA8 first tokens", {1, 1, 1}, {1, 2, 45}, 16, 2, 32, 8, 0, 0.0f, DType::BF16},
+      {"decode GQA16 (row kernel)", {1}, {100}, 16, 1, 64, 16, 0, 0.0f, DType::F32},
+      {"decode x64 ctx 512", std::vector<int>(64, 1), std::vector<int>(64, 512), 32, 8, 128, 16, 0, 0.0f,
+       DType::BF16},
   };
   for (const AttnCase& c : cases) run_attention_case(*be, c, rng);
 }

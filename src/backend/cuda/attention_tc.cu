@@ -69,16 +69,18 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(AttentionArgs a, int q_
     }
     row_first[r] = first, row_last[r] = last, row_m[r] = -INFINITY, row_l[r] = 0.0f;
   }
+  // Rows past the sequence's last token stay out of every loop below but the products, whose
+  // 16-row strips they pad with zeros.
+  const int last_token = min(seq_end, t0 + tile_tokens) - 1, rows = (last_token - t0 + 1) * G;
   for (int e = tid; e < kRows * DH; e += kThreads) {
-    int r = e / DH, d = e % DH, t = t0 + r / G;
-    float v = t < seq_end ? a.q[(int64_t(t) * a.H + kvh * G + r % G) * DH + d] : 0.0f;
+    int r = e / DH, d = e % DH;
+    float v = r < rows ? a.q[(int64_t(t0 + r / G) * a.H + kvh * G + r % G) * DH + d] : 0.0f;
     sq[r * L::kQLd + d] = __float2bfloat16_rn(v);
     so[r * L::kOLd + d] = 0.0f;
   }
   __syncthreads();
 
   // Keys the block needs: from the first token's window start to the last token's position.
-  const int last_token = min(seq_end, t0 + tile_tokens) - 1;
   const int kmin = row_first[0], kmax = row_last[(last_token - t0) * G];
   const int tiles = kmax >= kmin ? (kmax - kmin) / kKeys + 1 : 0, per = (tiles + splits - 1) / splits;
   const int tile_begin = split * per, tile_end = min(tiles, tile_begin + per);
@@ -137,11 +139,12 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(AttentionArgs a, int q_
       }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       const float m_old = row_m[r], m_new = fmaxf(m_old, mx);
-      const float corr = m_new == -INFINITY ? 1.0f : expf(m_old - m_new);
+      // The fast exponential (ex2.approx): the weights are rounded to bf16 right after.
+      const float corr = m_new == -INFINITY ? 1.0f : __expf(m_old - m_new);
       float sum = 0.0f;
 #pragma unroll
       for (int c = 0; c < 32; ++c) {
-        float p = m_new == -INFINITY ? 0.0f : expf(sc[c] - m_new);
+        float p = m_new == -INFINITY ? 0.0f : __expf(sc[c] - m_new);
         sum += p;
         sp[r * kPLd + c0 + c] = __float2bfloat16_rn(p);
       }
@@ -149,11 +152,13 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(AttentionArgs a, int q_
       __syncwarp();  // both lanes of the row have read row_m
       if ((lane & 1) == 0) row_m[r] = m_new, row_l[r] = row_l[r] * corr + sum, row_corr[r] = corr;
       __syncwarp();
-      for (int e = lane; e < 16 * DH; e += 32) {
-        int rr = r0 + e / DH;
-        so[rr * L::kOLd + e % DH] *= row_corr[rr];
+      if (!__all_sync(0xffffffffu, corr == 1.0f)) {  // no row's maximum moved: nothing to rescale
+        for (int e = lane; e < 16 * DH; e += 32) {
+          int rr = r0 + e / DH;
+          so[rr * L::kOLd + e % DH] *= row_corr[rr];
+        }
+        __syncwarp();
       }
-      __syncwarp();
 #pragma unroll
       for (int dn = 0; dn < DH / 16; ++dn) {
         wmma::fragment<wmma::accumulator, 16, 16, 16, float> oacc;
@@ -172,9 +177,8 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(AttentionArgs a, int q_
     __syncthreads();  // the next tile overwrites K and V
   }
 
-  for (int e = tid; e < kRows * DH; e += kThreads) {
+  for (int e = tid; e < rows * DH; e += kThreads) {
     int r = e / DH, d = e % DH, t = t0 + r / G;
-    if (t >= seq_end) continue;
     int64_t th = int64_t(t) * a.H + kvh * G + r % G;
     float o = so[r * L::kOLd + d];
     if (splits == 1) {

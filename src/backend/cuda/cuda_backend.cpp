@@ -166,13 +166,16 @@ class CudaBackend final : public Backend {
     a.max_context_len = m.max_context_len;
     a.scale = p.scale, a.softcap = p.softcap, a.sliding_window = p.sliding_window;
     TESSERA_CHECK(kc.dim(2) == a.Dh, "attention: cache head_dim differs from q's");
-    int q_tiles = cuda::flash_attention_tiles(a, m.max_query_len, smem_optin_);
+    // Decode steps, then the tensor-core kernel, then the general one (any shape and dtype).
+    bool decode = cuda::decode_attention_applies(a, m.max_query_len);
+    int q_tiles = decode ? 0 : cuda::flash_attention_tiles(a, m.max_query_len, smem_optin_);
     int64_t blocks = q_tiles > 0 ? int64_t(m.num_seqs) * q_tiles * a.Hkv : a.T * a.Hkv;
     int splits = attention_splits(blocks, m.max_context_len);
     Tensor partial;
     if (splits > 1) partial = empty(DType::F32, {a.T * a.H * splits * (a.Dh + 2)});
     float* part = splits > 1 ? ptr(partial) : nullptr;
-    if (q_tiles > 0) cuda::flash_attention(a, q_tiles, splits, part, stream_);
+    if (decode) cuda::decode_attention(a, splits, part, stream_);
+    else if (q_tiles > 0) cuda::flash_attention(a, q_tiles, splits, part, stream_);
     else cuda::attention(a, splits, part, stream_);
   }
 

@@ -53,7 +53,7 @@ __global__ void rope_kernel(float* x, const int32_t* positions, const float* inv
   }
   __syncthreads();
   float* xt = x + blockIdx.x * H * Dh;
-  for (int64_t j = threadIdx.x; j < H * half; j += blockDim.x) {
+  for (int64_t j = blockIdx.y * int64_t(blockDim.x) + threadIdx.x; j < H * half; j += int64_t(gridDim.y) * blockDim.x) {
     int64_t h = j / half;
     int i = int(j % half);
     float* v = xt + h * Dh;
@@ -106,7 +106,7 @@ __global__ void add_bias_kernel(float* out, const E* bias, int64_t T, int64_t N)
     out[i] += to_f32(bias[i % N]);
 }
 
-int row_threads(int64_t D) { return D >= 1024 ? 256 : D >= 256 ? 128 : 64; }
+int row_threads(int64_t D) { return D >= 4096 ? 512 : D >= 1024 ? 256 : D >= 256 ? 128 : 64; }
 
 }  // namespace
 
@@ -148,7 +148,9 @@ void rope(float* x, const int32_t* positions, const float* inv_freq, float scali
           int64_t Dh, int rotary_dim, cudaStream_t s) {
   int half = rotary_dim / 2;
   if (T == 0 || half == 0) return;
-  rope_kernel<<<T, 128, size_t(2 * half) * sizeof(float), s>>>(x, positions, inv_freq, scaling, H, Dh, half);
+  // Few tokens (decode): spread each token's heads over several blocks.
+  dim3 grid(unsigned(T), unsigned(std::min<int64_t>((H * half + 255) / 256, std::max<int64_t>(1, 256 / T))));
+  rope_kernel<<<grid, 256, size_t(2 * half) * sizeof(float), s>>>(x, positions, inv_freq, scaling, H, Dh, half);
   check_launch("rope");
 }
 

@@ -1,7 +1,7 @@
 // Matrix-vector products for few tokens (decode): out[T, N] = x[T, K] · w[N, K]ᵀ with 16-bit
 // weights and f32 activations, read once at memory speed. One warp per output row; each lane
 // reads 16 bytes (8 weights) at a time, so a warp streams 512 contiguous bytes per step, and
-// multiplies them with every token's activations (small, served from L1/L2). The activations
+// multiplies them with each token's activations (small, served from L1/L2). The activations
 // stay f32, so this is also more exact than the GEMM path, which rounds them to 16 bits.
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_types.cuh"
@@ -68,16 +68,9 @@ void launch(const float* x, const W* w, float* out, int64_t N, int64_t K, cudaSt
 
 template <class W>
 void dispatch(const float* x, const W* w, float* out, int64_t T, int64_t N, int64_t K, cudaStream_t s) {
-  switch (T) {
-    case 1: launch<W, 1>(x, w, out, N, K, s); break;
-    case 2: launch<W, 2>(x, w, out, N, K, s); break;
-    case 3: launch<W, 3>(x, w, out, N, K, s); break;
-    case 4: launch<W, 4>(x, w, out, N, K, s); break;
-    case 8: launch<W, 8>(x, w, out, N, K, s); break;
-    default:  // 5 to 7: the first 4 tokens, then the rest
-      launch<W, 4>(x, w, out, N, K, s);
-      dispatch(x + 4 * K, w, out + 4 * N, T - 4, N, K, s);
-  }
+  static_assert(kGemvMaxTokens == 2, "one instantiation per token count");
+  if (T == 1) launch<W, 1>(x, w, out, N, K, s);
+  else launch<W, 2>(x, w, out, N, K, s);
 }
 
 }  // namespace

@@ -26,9 +26,10 @@ void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
 void gather_rows(const float* x, const int32_t* rows, int64_t R, int64_t D, int64_t num_rows, float* out,
                  cudaStream_t s);
 // out[T, N] = x[T, K] · w[N, K]ᵀ for 16-bit weights and at most kGemvMaxTokens tokens (decode),
-// at memory speed. Returns false (nothing launched) where it does not apply: other dtypes, more
+// at memory speed (each further token re-reads the activations from L1, so beyond 2 tokens
+// cuBLASLt is faster). Returns false (nothing launched) where it does not apply: other dtypes, more
 // tokens, K not a multiple of 8, or pointers not 16-byte aligned.
-constexpr int kGemvMaxTokens = 8;
+constexpr int kGemvMaxTokens = 2;
 bool gemv(const float* x, const void* w, DType dtype, float* out, int64_t T, int64_t N, int64_t K, cudaStream_t s);
 // f32 → bf16 / f16 (round to nearest even), for the activation side of 16-bit matrix products.
 void convert_f32(const float* x, int64_t n, void* out, DType dtype, cudaStream_t s);
@@ -55,6 +56,11 @@ struct AttentionArgs {
 void attention(const AttentionArgs& a, int splits, float* partial, cudaStream_t s);
 // Sums the `splits` partial results of each of `rows` (token, head) pairs into out [rows, Dh].
 void combine_partials(const float* partial, int64_t rows, int splits, int64_t Dh, float* out, cudaStream_t s);
+
+// The decode kernel (attention_decode.cu): one new token per sequence, f32 or bf16 caches,
+// head_dim 32/64/128/256, at most 8 query heads per kv head.
+bool decode_attention_applies(const AttentionArgs& a, int max_query_len);
+void decode_attention(const AttentionArgs& a, int splits, float* partial, cudaStream_t s);
 
 // The tensor-core kernel (attention_tc.cu): bf16 caches, head_dim 64/128/256, heads per kv
 // head dividing 64. Returns the number of query tiles per sequence, or 0 where it does not
