@@ -60,17 +60,18 @@ run() {
   "$bin/test_cuda_ops" 2>&1 | tee "$log_dir/test_cuda_ops.log" || status=1
   "$bin/test_cuda_models" 2>&1 | tee "$log_dir/test_cuda_models.log" || status=1
   if command -v compute-sanitizer >/dev/null; then
-    timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/test_cuda_ops" \
-      --gtest_filter='CudaOps.Attention:CudaOps.Rope:CudaOps.StoreKv:CudaOps.GatherRows:CudaOps.RmsNorm' \
+    timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/test_cuda_ops" --gtest_filter='CudaOps.*' \
       >"$log_dir/memcheck.log" 2>&1 || status=1
-    tail -n 3 "$log_dir/memcheck.log"
+    timeout 120 compute-sanitizer --tool racecheck --error-exitcode 3 "$bin/test_cuda_ops" \
+      --gtest_filter='CudaOps.Attention' >"$log_dir/racecheck.log" 2>&1 || status=1
+    tail -n 2 "$log_dir/memcheck.log" "$log_dir/racecheck.log"
   fi
   "$bin/bench_cuda" 2>&1 | tee "$log_dir/bench_cuda.log" || status=1
   "$bin/bench_cuda" --context 4096 --steps 5 >"$log_dir/bench_cuda_ctx4096.log" 2>&1 || status=1
   echo "== summary"
   grep -h -E '^NMSE|^MODEL' "$log_dir/test_cuda_ops.log" "$log_dir/test_cuda_models.log"
   grep -h -E 'PASSED|FAILED' "$log_dir"/test_cuda_*.log
-  [ -f "$log_dir/memcheck.log" ] && grep -h -E 'ERROR SUMMARY' "$log_dir/memcheck.log"
+  [ -f "$log_dir/memcheck.log" ] && grep -H -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log_dir"/*check.log
   sed -n '/^measurement/,$p' "$log_dir/bench_cuda.log"
   sed -n '/^measurement/,$p' "$log_dir/bench_cuda_ctx4096.log" | grep decode
   return $status
