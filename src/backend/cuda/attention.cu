@@ -1,9 +1,11 @@
-// Paged causal attention (GQA, sliding window, softcap) with an online softmax.
-// One block per (token, kv head, key split); one warp per query head of the group, so the
-// group's warps read each K/V row of the shared kv head together (through L1). Lanes split the
-// head dimension: lane l holds dims l, l + 32, ... of q and of the output accumulator.
-// With splits > 1 (decode: few tokens, long contexts) each block covers one range of keys and
-// writes an unnormalised partial result that a second kernel combines (flash-decoding).
+// Paged causal attention (GQA, sliding window, softcap) with an online softmax: the general
+// kernel, for any head_dim up to 256, group size up to 32 and f32 or bf16 caches; the backend
+// takes the decode kernel (attention_decode.cu) or the tensor-core kernel (attention_tc.cu)
+// where they apply. One block per (token, kv head, key split); one warp per query head of the
+// group, so the group's warps read each K/V row of the shared kv head together (through L1).
+// Lanes split the head dimension: lane l holds dims l, l + 32, ... of q and of the output.
+// With splits > 1 each block covers one range of keys and writes an unnormalised partial result
+// that combine_partials merges (flash-decoding).
 #include <cmath>
 
 #include "backend/cuda/check.h"

@@ -105,10 +105,9 @@ class CudaBackend final : public Backend {
     TESSERA_CHECK(w.dim(1) == K, "linear: weight " + shape_str(w.shape()) + " vs input " + shape_str(x.shape()));
     if (w.dtype() == DType::F32) {
       gemm_->run(x.raw(), w.raw(), DType::F32, ptr(out), T, N, K);
-    } else if (cuda::gemv(ptr(x), w.raw(), w.dtype(), ptr(out), T, N, K, stream_)) {
-      // decode: few tokens, weight-read bound
-    } else {
-      // 16-bit weights: the activations go to the weight's format, accumulation stays f32.
+    } else if (!cuda::gemv(ptr(x), w.raw(), w.dtype(), ptr(out), T, N, K, stream_)) {
+      // 16-bit weights beyond the GEMV's few tokens: the activations go to the weight's format,
+      // accumulation stays f32.
       Tensor x16 = empty(w.dtype(), {T, K});
       cuda::convert_f32(ptr(x), T * K, x16.raw(), w.dtype(), stream_);
       gemm_->run(x16.raw(), w.raw(), w.dtype(), ptr(out), T, N, K);
