@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the CUDA backend, its tests and the GPU benchmark, and runs them all on this machine's
-# GPU in one go. Logs go to $LOG_DIR (default gpu-logs/); the last lines printed are the summary.
+# GPU in one go. Logs go to $LOG_DIR (default build-gpu/gpu-logs/); the summary is printed last.
 #   scripts/gpu_run.sh                build in $BUILD_DIR (default build-gpu/), then run
 #   scripts/gpu_run.sh --bundle DIR   build, then copy the programs, the plugin and the C++ runtime
 #                                     into DIR, for a GPU machine without the build dependencies
@@ -10,8 +10,8 @@
 set -uo pipefail
 
 repo=$(pwd)
-log_dir=${LOG_DIR:-$repo/gpu-logs}
 build_dir=${BUILD_DIR:-$repo/build-gpu}
+log_dir=${LOG_DIR:-$build_dir/gpu-logs}
 programs=(test_cuda_ops test_cuda_models bench_cuda)
 
 build() {
