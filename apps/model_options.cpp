@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "backend/cuda_loader.h"
 #include "core/error.h"
 
 namespace tessera::app {
 
 void add_model_options(CLI::App& app, ModelOptions& o) {
   app.add_option("-m,--model", o.model_dir, "Hugging Face model directory (default: the bundled " TESSERA_DEFAULT_MODEL_NAME ")");
+  app.add_option("--device", o.device, "cpu, cuda, cuda:N, or auto (default: a GPU if one is usable)");
   app.add_option("-t,--threads", o.threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
   app.add_option("--max-model-len", o.max_model_len, "Context length (default: the model's)")
       ->check(CLI::NonNegativeNumber);
@@ -50,9 +52,26 @@ std::vector<int32_t> LoadedRuntime::encode_text(const std::string& text, bool ad
   return require_tokenizer().encode(text, add_special_tokens);
 }
 
+namespace {
+
+std::unique_ptr<Backend> make_backend(const ModelOptions& o) {
+  CpuOptions cpu{.reference = false, .threads = o.threads};
+  if (o.device == "cpu") return make_cpu_backend(cpu);
+  bool explicit_cuda = o.device.rfind("cuda", 0) == 0;
+  TESSERA_CHECK(explicit_cuda || o.device == "auto", "--device must be cpu, cuda, cuda:N or auto");
+  int index = 0;
+  if (o.device.size() > 5 && o.device[4] == ':') index = std::stoi(o.device.substr(5));
+  std::string error;
+  if (auto be = load_cuda_backend(index, &error)) return be;
+  TESSERA_CHECK(!explicit_cuda, error);
+  return make_cpu_backend(cpu);  // auto: no usable GPU
+}
+
+}  // namespace
+
 LoadedRuntime load_runtime(const ModelOptions& o) {
   LoadedRuntime rt;
-  rt.backend = make_cpu_backend({.reference = false, .threads = o.threads});
+  rt.backend = make_backend(o);
   std::filesystem::path dir = o.model_dir.empty() ? std::string(TESSERA_DEFAULT_MODEL_DIR) : o.model_dir;
   rt.loaded = load_model(dir, *rt.backend);
   rt.eos_ids = rt.loaded.config.eos_token_ids();

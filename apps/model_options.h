@@ -15,6 +15,7 @@ namespace tessera::app {
 
 struct ModelOptions {
   std::string model_dir;
+  std::string device = "auto";  // cpu, cuda, cuda:N, or auto (a GPU when the CUDA backend loads)
   int threads = 0;
   int max_model_len = 0;
 };
