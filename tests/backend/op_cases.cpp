@@ -87,7 +87,7 @@ OpCase linear_case(DType dt, int T, int K, int N, bool bias, uint64_t seed) {
   Tensor b = bias ? random_tensor(dt, {N}, rng) : Tensor();
   std::string name = "linear " + dname(dt) + " T=" + std::to_string(T) + " K=" + std::to_string(K) +
                      " N=" + std::to_string(N) + (bias ? " bias" : "");
-  return {name, kReduction, [=](Backend& be) {
+  return {name, "linear", dt, kReduction, [=](Backend& be) {
             Tensor xd = upload(be, x), wd = upload(be, w), bd = bias ? upload(be, b) : Tensor();
             Tensor out = poisoned(be, {T, N});
             be.linear(xd, wd, bd, out);
@@ -136,7 +136,7 @@ OpCase attention_case(const AttnShape& s, uint64_t seed) {
                      " Dh=" + std::to_string(s.Dh) + " bs=" + std::to_string(s.block_size) +
                      (s.window ? " window=" + std::to_string(s.window) : "") +
                      (s.softcap > 0 ? " softcap" : "");
-  return {name, kReduction, [=](Backend& be) {
+  return {name, "attention", DType::F32, kReduction, [=](Backend& be) {
             AttentionMeta m{.seq_starts = upload(be, t_starts), .context_lens = upload(be, t_ctx),
                             .block_tables = upload(be, t_tables), .positions = upload(be, t_pos),
                             .num_seqs = S, .max_blocks = max_blocks, .block_size = s.block_size,
@@ -153,7 +153,7 @@ OpCase rms_norm_case(DType dt, int T, int D, float offset, uint64_t seed) {
   Tensor w = random_tensor(dt, {D}, rng, 0.2f, offset > 0 ? 0.0f : 1.0f);
   std::string name = "rms_norm " + dname(dt) + " T=" + std::to_string(T) + " D=" + std::to_string(D) +
                      " offset=" + std::to_string(int(offset));
-  return {name, kReduction, [=](Backend& be) {
+  return {name, "rms_norm", dt, kReduction, [=](Backend& be) {
             Tensor out = poisoned(be, {T, D});
             be.rms_norm(upload(be, x), upload(be, w), 1e-6f, offset, out);
             return Outputs{download(be, out)};
@@ -170,7 +170,7 @@ OpCase rope_case(int T, int H, int Dh, int rotary_dim, float scaling, int max_po
   for (int i = 0; i < rotary_dim / 2; ++i) inv_freq.data<float>()[i] = std::pow(500000.0f, -2.0f * i / rotary_dim);
   std::string name = "rope T=" + std::to_string(T) + " H=" + std::to_string(H) + " Dh=" + std::to_string(Dh) +
                      " rotary=" + std::to_string(rotary_dim) + " pos<=" + std::to_string(max_pos);
-  return {name, kPointwise, [=](Backend& be) {
+  return {name, "rope", DType::F32, kPointwise, [=](Backend& be) {
             Tensor xd = upload(be, x);
             be.rope(xd, upload(be, t_pos), RopeParams{upload(be, inv_freq), scaling, rotary_dim});
             return Outputs{download(be, xd)};
@@ -188,7 +188,7 @@ OpCase store_kv_case(int T, int Hkv, int Dh, int rows, uint64_t seed) {
   Tensor t_slots = i32_tensor(slots);
   std::string name = "store_kv T=" + std::to_string(T) + " Hkv=" + std::to_string(Hkv) + " Dh=" + std::to_string(Dh);
   // The caches start random (not NaN): a row left unwritten keeps a value that differs from the reference.
-  return {name, kExact, [=](Backend& be) {
+  return {name, "store_kv", DType::F32, kExact, [=](Backend& be) {
             Tensor kd = upload(be, kc), vd = upload(be, vc);
             be.store_kv(upload(be, k), upload(be, v), upload(be, t_slots), kd, vd);
             return Outputs{download(be, kd), download(be, vd)};
@@ -204,7 +204,7 @@ OpCase embedding_case(DType dt, int V, int D, int T, uint64_t seed) {
   Tensor t_ids = i32_tensor(ids);
   std::string name = "embedding " + dname(dt) + " V=" + std::to_string(V) + " D=" + std::to_string(D) +
                      " T=" + std::to_string(T);
-  return {name, kExact, [=](Backend& be) {
+  return {name, "embedding", dt, kExact, [=](Backend& be) {
             Tensor out = poisoned(be, {T, D});
             be.embedding(upload(be, table), upload(be, t_ids), out);
             return Outputs{download(be, out)};
@@ -217,7 +217,7 @@ OpCase silu_mul_case(int T, int F, uint64_t seed) {
   // Saturating gates: exp(-g) overflows or underflows.
   for (int64_t i = 0; i < gate.numel(); i += 97) gate.data<float>()[i] = (i % 2 ? 1 : -1) * (20.0f + float(i % 150));
   std::string name = "silu_mul T=" + std::to_string(T) + " F=" + std::to_string(F);
-  return {name, kPointwise, [=](Backend& be) {
+  return {name, "silu_mul", DType::F32, kPointwise, [=](Backend& be) {
             Tensor out = poisoned(be, {T, F});
             be.silu_mul(upload(be, gate), upload(be, up), out);
             return Outputs{download(be, out)};
@@ -228,7 +228,7 @@ OpCase add_case(int T, int D, bool in_place, uint64_t seed) {
   Rng rng(seed);
   Tensor a = random_tensor(DType::F32, {T, D}, rng), b = random_tensor(DType::F32, {T, D}, rng);
   std::string name = "add T=" + std::to_string(T) + " D=" + std::to_string(D) + (in_place ? " in place" : "");
-  return {name, kExact, [=](Backend& be) {
+  return {name, "add", DType::F32, kExact, [=](Backend& be) {
             Tensor ad = upload(be, a);
             Tensor out = in_place ? ad : poisoned(be, {T, D});
             be.add(ad, upload(be, b), out);
@@ -243,7 +243,7 @@ OpCase gather_rows_case(int R0, int D, int R, uint64_t seed) {
   for (auto& r : rows) r = rng.uniform(0, R0 - 1);
   Tensor t_rows = i32_tensor(rows);
   std::string name = "gather_rows R0=" + std::to_string(R0) + " D=" + std::to_string(D) + " R=" + std::to_string(R);
-  return {name, kExact, [=](Backend& be) {
+  return {name, "gather_rows", DType::F32, kExact, [=](Backend& be) {
             Tensor out = poisoned(be, {R, D});
             be.gather_rows(upload(be, x), upload(be, t_rows), out);
             return Outputs{download(be, out)};

@@ -12,7 +12,9 @@ namespace tessera::test {
 
 struct OpCase {
   std::string name;  // op, dtype and shape, printed on failure
-  double max_nmse;   // per-op limit (see the limits in op_cases.cpp)
+  std::string op;
+  DType weights;     // dtype of the case's weight (F32 where the op takes none)
+  double max_nmse;   // per-op limit for a backend that accumulates in f32 (see op_cases.cpp)
   // Runs the op on `be`; returns every output tensor flattened to f32 on the host.
   std::function<std::vector<std::vector<float>>(Backend& be)> run;
 };
