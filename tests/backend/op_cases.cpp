@@ -258,10 +258,10 @@ std::vector<OpCase> op_cases(const std::string& op) {
   std::vector<OpCase> cases;
   uint64_t seed = 1;
   if (op == "linear") {
-    // T: decode (1), small batches (2-8, the weight-streaming path), prefill (9-130, the GEMM path);
+    // T: none (a step where no sequence needs logits), decode (1), small batches (2-8, the weight-streaming path), prefill (9-130, the GEMM path);
     // K and N not multiples of 8/16/32 next to the round model sizes.
     struct S { int T, K, N; };
-    const S shapes[] = {{1, 64, 32},   {1, 67, 33},    {1, 1000, 129}, {1, 4096, 40},  {2, 515, 77},
+    const S shapes[] = {{0, 64, 32},   {1, 64, 32},   {1, 67, 33},    {1, 1000, 129}, {1, 4096, 40},  {2, 515, 77},
                         {3, 256, 255}, {4, 2048, 96},  {5, 33, 7},     {8, 515, 77},   {8, 1024, 130},
                         {9, 100, 70},  {17, 300, 50},  {33, 2048, 72}, {64, 256, 200}, {130, 129, 257},
                         {128, 512, 384}, {8, 2500, 40},  {3, 4100, 33}};  // the last two: x in several K chunks
@@ -315,6 +315,7 @@ std::vector<OpCase> op_cases(const std::string& op) {
     for (auto [T, D] : {std::pair{1, 7}, {1, 2048}, {9, 1003}})
       for (bool in_place : {false, true}) cases.push_back(add_case(T, D, in_place, seed++));
   } else if (op == "gather_rows") {
+    cases.push_back(gather_rows_case(4, 64, 0, seed++));
     cases.push_back(gather_rows_case(1, 64, 1, seed++));
     cases.push_back(gather_rows_case(20, 67, 5, seed++));
     cases.push_back(gather_rows_case(130, 2048, 8, seed++));

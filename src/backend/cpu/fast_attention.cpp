@@ -121,6 +121,7 @@ void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const T
   const int32_t* ctx = m.context_lens.data<int32_t>();
   const int32_t* pos = m.positions.data<int32_t>();
   const int64_t num_items = T * Hkv;
+  if (num_items == 0) return;
   std::vector<Item> items(static_cast<size_t>(num_items));
   int64_t longest = 0;
   for (int s = 0; s < m.num_seqs; ++s)

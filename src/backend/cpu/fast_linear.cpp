@@ -174,6 +174,7 @@ void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& bi
   TESSERA_CHECK(w.dim(1) == K, "linear: weight " + shape_str(w.shape()) + " vs input " + shape_str(x.shape()));
   TESSERA_CHECK(out.numel() == T * N, "linear: output " + shape_str(out.shape()) + " for " +
                                           std::to_string(T) + " x " + std::to_string(N));
+  if (T == 0 || N == 0) return;  // e.g. a step where no sequence needs logits
   const float* xp = x.data<float>();
   float* op = out.data<float>();
   with_weight_type(w.dtype(), [&]<class W>() {
