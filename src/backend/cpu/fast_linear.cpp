@@ -14,7 +14,8 @@
 namespace tessera::cpu::fast {
 namespace {
 
-// Up to this many tokens the weight-streaming kernel wins (measured with bench_cpu_ops).
+// Up to this many tokens (batched decode) the weights stream straight into FMAs; more go to the
+// packed GEMM. Chosen, not tuned: the crossover has not been measured on a quiet machine.
 constexpr int64_t kGemvMaxTokens = 8;
 
 // Where a tile's rows and tokens are: rows of w (stride ldw) and of x (stride ldx) over the same
