@@ -3,6 +3,7 @@
 // random byte strings and random Unicode: ids with and without special tokens, with special
 // tokens parsed and as plain text, and decodes. Also checks that streaming decode equals decode.
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 
@@ -26,7 +27,8 @@ std::vector<std::string> corpus_texts() {
 }
 
 // Random byte strings (mostly invalid UTF-8), random Unicode from a pool of troublesome code
-// points, and splices of corpus texts cut at arbitrary bytes.
+// points (short, and long enough to make paragraph-sized words), and splices of corpus texts
+// cut at arbitrary bytes.
 std::vector<std::string> random_texts(const std::vector<std::string>& corpus, uint32_t seed, int n) {
   std::mt19937 rng(seed);
   auto pick = [&](size_t k) { return size_t(rng() % k); };
@@ -41,7 +43,7 @@ std::vector<std::string> random_texts(const std::vector<std::string>& corpus, ui
   std::vector<std::string> out;
   for (int i = 0; i < n; ++i) {
     std::string s;
-    switch (i % 4) {
+    switch (i % 5) {
       case 0:
         for (size_t k = pick(40); k > 0; --k) s += char(rng() & 0xFF);
         break;
@@ -51,6 +53,12 @@ std::vector<std::string> random_texts(const std::vector<std::string>& corpus, ui
       case 2:
         for (size_t k = pick(12); k > 0; --k) {
           if (pick(3) == 0) s += pieces[pick(std::size(pieces))];
+          else tok::utf8_append(s, pool[pick(std::size(pool))]);
+        }
+        break;
+      case 3:  // long runs: whole-paragraph words and the long-word merge path
+        for (size_t k = pick(1500); k > 0; --k) {
+          if (pick(8) == 0) s += pieces[pick(std::size(pieces))];
           else tok::utf8_append(s, pool[pick(std::size(pool))]);
         }
         break;
@@ -94,6 +102,14 @@ struct ParityCase {
   bool plain_special;
 };
 
+void PrintTo(const ParityCase& c, std::ostream* os) { *os << c.model << (c.plain_special ? " (plain special)" : ""); }
+
+// TESSERA_TOKENIZER_FUZZ=N raises the number of random texts per model (default 400).
+int fuzz_count() {
+  const char* v = std::getenv("TESSERA_TOKENIZER_FUZZ");
+  return v ? std::max(1, std::atoi(v)) : 400;
+}
+
 class HfParity : public ::testing::TestWithParam<ParityCase> {};
 
 TEST_P(HfParity, CorpusAndFuzz) {
@@ -104,7 +120,7 @@ TEST_P(HfParity, CorpusAndFuzz) {
   auto tok = Tokenizer::load(dir);
   auto texts = corpus_texts();
   ASSERT_GT(texts.size(), 40u);
-  auto fuzz = random_texts(texts, 1234 + uint32_t(name.size()) * 7 + plain, 400);
+  auto fuzz = random_texts(texts, 1234 + uint32_t(name.size()) * 7 + plain, fuzz_count());
   texts.insert(texts.end(), fuzz.begin(), fuzz.end());
   auto ref = reference(dir / "tokenizer.json", texts, plain);
   ASSERT_EQ(ref.size(), texts.size());
@@ -120,6 +136,8 @@ TEST_P(HfParity, CorpusAndFuzz) {
     EXPECT_EQ(ids, ref[i]["ids"].get<std::vector<int32_t>>()) << ctx;
     EXPECT_EQ(ids_special, ref[i]["ids_special"].get<std::vector<int32_t>>()) << ctx;
     EXPECT_EQ(tok.decode(ids), ref[i]["decoded"].get<std::string>()) << ctx;
+    // In plain mode the reference's special tokens carry stand-in text (see hf_reference.js).
+    if (!plain) EXPECT_EQ(tok.decode(ids_special), ref[i]["decoded_special"].get<std::string>()) << ctx;
     EXPECT_EQ(tok.decode(ids_special, true), ref[i]["decoded_skip"].get<std::string>()) << ctx;
     // Streaming decode equals decode, and never emits a partial UTF-8 character.
     for (bool skip : {false, true}) {
