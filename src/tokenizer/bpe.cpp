@@ -67,6 +67,7 @@ void parallel_ranges(size_t n, F&& f) {
 
 std::vector<MergeText> parse_merges(JsonScanner& js, std::deque<std::string>& owned) {
   std::vector<MergeText> out;
+  out.reserve(js.remaining() / 16);  // a merge takes 10+ bytes of JSON; untouched capacity stays virtual
   std::string buf;
   auto str = [&]() -> std::string_view {
     std::string_view v = js.string(buf);
@@ -110,8 +111,9 @@ void BpeModel::build(BpeOptions opt, const std::vector<MergeText>& merges, const
   bool has_metaspace = false;
   for (size_t id = 0; id < tokens_.size(); ++id) {
     std::string_view t = id_to_token(int32_t(id));
+    if (t.find("\xE2\x96\x81") == std::string_view::npos || utf8_valid_prefix(t) != t.size()) continue;
     char32_t prev = 0, cp;
-    for (size_t i = 0; i < t.size() && utf8_valid_prefix(t) == t.size();) {
+    for (size_t i = 0; i < t.size();) {
       i += utf8_decode(t, i, cp);
       if (cp == kMetaspace) {
         has_metaspace = true;

@@ -78,6 +78,7 @@ class JsonScanner {
     expect(']');
   }
   [[noreturn]] void fail(const std::string& what);
+  size_t remaining() const { return s_.size() - i_; }
 
  private:
   std::string_view escaped_string(size_t start, std::string& buf);
