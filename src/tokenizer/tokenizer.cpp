@@ -229,7 +229,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
   for (int32_t id : ids) {
     if (const auto* a = im.added.by_id(id)) {
       if (skip_special && a->special) continue;
-      tokens.push_back(a->content);
+      tokens.push_back(a->text);
     } else if (im.model->has_id(id)) {
       std::string_view t = im.model->id_to_token(id);
       if (skip_special) {
@@ -253,7 +253,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
 }
 
 std::string Tokenizer::id_to_token(int32_t id) const {
-  if (const auto* a = impl_->added.by_id(id)) return a->content;
+  if (const auto* a = impl_->added.by_id(id)) return a->text;
   return std::string(impl_->model->id_to_token(id));
 }
 
