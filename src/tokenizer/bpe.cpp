@@ -22,7 +22,7 @@ namespace {
 // Per-thread cache of encoded words, one per model instance: lock-free for concurrent encodes.
 // Direct-mapped; an entry is one cache line holding the word and its ids.
 struct WordCache {
-  static constexpr size_t kSlots = 1 << 15;
+  static constexpr size_t kSlots = 1 << 14;
   static constexpr size_t kMaxWord = 22, kMaxIds = 8;
   struct alignas(64) Entry {
     uint64_t hash = 0;  // 0: empty
