@@ -1,0 +1,164 @@
+#include "tools/block.h"
+
+#include "tools/log.h"
+#include "tools/scan.h"
+
+namespace tessera::tools {
+
+BlockEnd end_at_marker(std::string_view block, size_t marker_len, std::string_view end, bool json_aware,
+                       bool eof_completes, bool at_eof) {
+  size_t pos = json_aware ? find_outside_strings(block, end, marker_len) : block.find(end, marker_len);
+  if (pos != std::string_view::npos) return {BlockEnd::Kind::Complete, pos + end.size()};
+  if (at_eof && eof_completes) return {BlockEnd::Kind::Complete, block.size()};
+  return {};
+}
+
+namespace {
+
+class BlockParser : public StreamParser {
+ public:
+  BlockParser(std::unique_ptr<BlockFormat> format, const ParserOptions& options)
+      : format_(std::move(format)), markers_(format_->start_markers()), tools_(options.tools),
+        id_prefix_(options.call_id_prefix) {}
+
+  Delta feed(std::string_view piece) override {
+    Delta out;
+    buffer_ += piece;
+    scan(out, false, false);
+    return out;
+  }
+
+  Delta finish(bool truncated) override {
+    Delta out;
+    scan(out, true, truncated);
+    if (!last_was_block_) out.content += held_space_;
+    held_space_.clear();
+    return out;
+  }
+
+ private:
+  void scan(Delta& out, bool at_eof, bool truncated) {
+    while (true) {
+      if (marker_ < 0) {
+        MarkerHit hit = find_marker(buffer_, markers_, at_eof);
+        size_t plain = hit.marker < 0 ? buffer_.size() : hit.pos;
+        emit_text(std::string_view(buffer_).substr(0, plain), out);
+        buffer_.erase(0, plain);
+        if (hit.marker < 0 || hit.partial) return;
+        marker_ = hit.marker;
+      }
+      BlockEnd end = format_->find_end(buffer_, marker_, at_eof);
+      if (end.kind == BlockEnd::Kind::Incomplete) {
+        if (!at_eof) return;
+        if (truncated) {
+          warn("tool call cut off by max_tokens dropped: " + buffer_);
+          held_space_.clear();
+          last_was_block_ = true;
+        } else {
+          warn("unterminated tool call returned as text: " + buffer_);
+          emit_text(buffer_, out);
+        }
+        buffer_.clear();
+        marker_ = -1;
+        return;
+      }
+      std::string_view text = std::string_view(buffer_).substr(0, end.length);
+      if (end.kind == BlockEnd::Kind::NotACall) {
+        emit_text(text, out);
+      } else {
+        held_space_.clear();
+        std::vector<ParsedCall> calls;
+        if (format_->parse(text, marker_, tools_, calls)) {
+          for (auto& call : calls) emit_call(std::move(call), out);
+        } else {
+          warn("malformed tool call dropped: " + std::string(text));
+        }
+        last_was_block_ = true;
+      }
+      buffer_.erase(0, end.length);
+      marker_ = -1;
+    }
+  }
+
+  // Content, with whitespace next to a block held back so that it can be dropped.
+  void emit_text(std::string_view text, Delta& out) {
+    std::string_view seps = format_->separators();
+    auto is_sep = [&](char c) { return is_space(c) || seps.find(c) != std::string_view::npos; };
+    size_t last = text.size();
+    while (last > 0 && is_sep(text[last - 1])) --last;
+    if (last == 0) {
+      held_space_ += text;
+      return;
+    }
+    out.content += held_space_;
+    out.content += text.substr(0, last);
+    held_space_ = text.substr(last);
+    last_was_block_ = false;
+  }
+
+  void emit_call(ParsedCall call, Delta& out) {
+    int index = next_index_++;
+    std::string id = call.id.empty() ? id_prefix_ + std::to_string(index) : call.id;
+    out.tool_calls.push_back({index, std::move(id), std::move(call.name), ""});
+    out.tool_calls.push_back({index, "", "", std::move(call.arguments)});
+  }
+
+  std::unique_ptr<BlockFormat> format_;
+  std::vector<std::string> markers_;
+  ToolSet tools_;
+  std::string id_prefix_;
+  std::string buffer_;      // text not yet released
+  int marker_ = -1;         // the start marker of the open block, -1 in content
+  std::string held_space_;  // whitespace that a following block would drop
+  bool last_was_block_ = false;
+  int next_index_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<StreamParser> make_block_parser(std::unique_ptr<BlockFormat> format, const ParserOptions& options) {
+  return std::make_unique<BlockParser>(std::move(format), options);
+}
+
+}  // namespace tessera::tools
+
+namespace tessera::tools {
+
+bool parse_json_call(std::string_view text, bool require_arguments, ParsedCall& call) {
+  auto value = ordered_json::parse(text, nullptr, false);
+  if (value.is_discarded() || !value.is_object()) return false;
+  auto name = value.find("name");
+  if (name == value.end() || !name->is_string()) return false;
+  auto args = value.find("arguments");
+  if (args == value.end()) args = value.find("parameters");
+  ordered_json arguments = ordered_json::object();
+  if (args != value.end()) {
+    arguments = *args;
+    if (arguments.is_string()) {
+      auto decoded = ordered_json::parse(arguments.get<std::string>(), nullptr, false);
+      if (!decoded.is_discarded()) arguments = std::move(decoded);
+    }
+  } else if (require_arguments) {
+    return false;
+  }
+  call.name = name->get<std::string>();
+  call.arguments = arguments_text(arguments);
+  return true;
+}
+
+bool parse_json_calls(std::string_view text, std::vector<ParsedCall>& calls) {
+  size_t pos = 0;
+  size_t found = 0;
+  while (true) {
+    while (pos < text.size() && is_space(text[pos])) ++pos;
+    if (pos == text.size()) return found > 0;
+    auto len = json_value_end(text, pos);
+    ParsedCall call;
+    if (!len || !parse_json_call(text.substr(pos, *len), false, call)) return false;
+    calls.push_back(std::move(call));
+    ++found;
+    pos += *len;
+  }
+}
+
+}  // namespace tessera::tools

@@ -1,0 +1,63 @@
+// The engine most tool formats share: content text, interrupted by call blocks that open with
+// a start marker. A format says where its blocks end and how a block becomes calls; the engine
+// does the streaming (holding back cut markers), the call deltas and the failure rules:
+// - a block whose text does not parse is dropped with a warning;
+// - a block still open at the end is parsed if the format accepts an unterminated one, else
+//   dropped with a warning when max_tokens cut it, else returned as content;
+// - whitespace (and the format's separators) right before or after a block is dropped.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tools/parser.h"
+#include "tools/values.h"
+
+namespace tessera::tools {
+
+struct BlockEnd {
+  enum class Kind { Incomplete, Complete, NotACall };
+  Kind kind = Kind::Incomplete;
+  size_t length = 0;  // bytes of the block (Complete) or of plain text to release (NotACall)
+};
+
+struct ParsedCall {
+  std::string name;
+  std::string arguments;  // JSON text
+  std::string id;         // empty: the engine numbers it
+};
+
+class BlockFormat {
+ public:
+  virtual ~BlockFormat() = default;
+  virtual std::vector<std::string> start_markers() const = 0;
+  // `block` starts with start marker `marker` and holds all text seen since. `at_eof`: no
+  // more text will come.
+  virtual BlockEnd find_end(std::string_view block, int marker, bool at_eof) const = 0;
+  // Appends the calls of a complete block; false when it is malformed.
+  virtual bool parse(std::string_view block, int marker, const ToolSet& tools, std::vector<ParsedCall>& calls) const = 0;
+  // Characters besides whitespace that separate consecutive blocks.
+  virtual std::string_view separators() const { return {}; }
+};
+
+// Ends a block at `end` (searched after the start marker), JSON strings skipped when
+// `json_aware`; optionally accepts an unterminated block at the end of the output.
+BlockEnd end_at_marker(std::string_view block, size_t marker_len, std::string_view end, bool json_aware,
+                       bool eof_completes, bool at_eof);
+
+std::unique_ptr<StreamParser> make_block_parser(std::unique_ptr<BlockFormat> format, const ParserOptions& options);
+
+}  // namespace tessera::tools
+
+namespace tessera::tools {
+
+// A call written as JSON: {"name": ..., "arguments" | "parameters": {...}}. Arguments given as a
+// JSON-encoded string are decoded once. `require_arguments`: an object without them is no call.
+bool parse_json_call(std::string_view text, bool require_arguments, ParsedCall& call);
+
+// Every JSON call object in `text` (whitespace-separated); false if anything else is there.
+bool parse_json_calls(std::string_view text, std::vector<ParsedCall>& calls);
+
+}  // namespace tessera::tools

@@ -1,0 +1,29 @@
+// The formats, one file each; the registry (registry.cpp) maps their names to these.
+#pragma once
+#include <memory>
+
+#include "tools/block.h"
+
+namespace tessera::tools {
+
+std::unique_ptr<BlockFormat> make_hermes_format();
+std::unique_ptr<BlockFormat> make_qwen3_coder_format();
+std::unique_ptr<BlockFormat> make_gemma4_format();
+std::unique_ptr<BlockFormat> make_function_gemma_format();
+std::unique_ptr<BlockFormat> make_minimax_m2_format();
+std::unique_ptr<BlockFormat> make_kimi_k2_format();
+std::unique_ptr<BlockFormat> make_glm47_format();
+std::unique_ptr<BlockFormat> make_longcat_format();
+std::unique_ptr<BlockFormat> make_llama3_json_format();
+std::unique_ptr<BlockFormat> make_mistral_format();
+std::unique_ptr<BlockFormat> make_deepseek_v3_format();
+std::unique_ptr<BlockFormat> make_pythonic_format();
+
+// gpt-oss harmony carries reasoning and calls in one grammar, so one parser does both.
+std::unique_ptr<StreamParser> make_harmony_parser(const ParserOptions& options, bool parse_tools);
+
+// Reasoning between tags (<think>…</think>, Gemma 4's <|channel>thought…<channel|>).
+std::unique_ptr<StreamParser> make_think_parser(std::vector<std::string> open, std::vector<std::string> close,
+                                                bool starts_in_reasoning);
+
+}  // namespace tessera::tools

@@ -1,0 +1,61 @@
+// Reasoning between an open and a close tag: <think>…</think> (Qwen3, DeepSeek R1, GLM, MiniMax,
+// Kimi), <|channel>thought…<channel|> (Gemma 4). Whitespace right after either tag is dropped.
+#include "tools/formats.h"
+#include "tools/scan.h"
+
+namespace tessera::tools {
+namespace {
+
+class ThinkParser : public StreamParser {
+ public:
+  ThinkParser(std::vector<std::string> open, std::vector<std::string> close, bool starts_in_reasoning)
+      : open_(std::move(open)), close_(std::move(close)), in_reasoning_(starts_in_reasoning),
+        skip_space_(starts_in_reasoning) {}
+
+  Delta feed(std::string_view piece) override {
+    Delta out;
+    buffer_ += piece;
+    scan(out, false);
+    return out;
+  }
+
+  // Output that ends inside reasoning (a stop string, max_tokens) stays reasoning.
+  Delta finish(bool) override {
+    Delta out;
+    scan(out, true);
+    return out;
+  }
+
+ private:
+  void scan(Delta& out, bool at_eof) {
+    while (true) {
+      MarkerHit hit = find_marker(buffer_, in_reasoning_ ? close_ : open_, at_eof);
+      size_t plain = hit.marker < 0 ? buffer_.size() : hit.pos;
+      size_t from = 0;
+      if (skip_space_) {
+        while (from < plain && is_space(buffer_[from])) ++from;
+        if (from < plain) skip_space_ = false;
+      }
+      (in_reasoning_ ? out.reasoning : out.content) += std::string_view(buffer_).substr(from, plain - from);
+      buffer_.erase(0, plain);
+      if (hit.marker < 0 || hit.partial) return;
+      buffer_.erase(0, (in_reasoning_ ? close_ : open_)[hit.marker].size());
+      in_reasoning_ = !in_reasoning_;
+      skip_space_ = true;
+    }
+  }
+
+  std::vector<std::string> open_, close_;
+  bool in_reasoning_;
+  bool skip_space_;
+  std::string buffer_;
+};
+
+}  // namespace
+
+std::unique_ptr<StreamParser> make_think_parser(std::vector<std::string> open, std::vector<std::string> close,
+                                                bool starts_in_reasoning) {
+  return std::make_unique<ThinkParser>(std::move(open), std::move(close), starts_in_reasoning);
+}
+
+}  // namespace tessera::tools
