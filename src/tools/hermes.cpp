@@ -19,7 +19,13 @@ class HermesFormat : public BlockFormat {
 
   bool parse(std::string_view block, int, const ToolSet&, std::vector<ParsedCall>& calls) const override {
     std::string_view inner = block.substr(kStart.size());
-    if (inner.ends_with(kEnd)) inner.remove_suffix(kEnd.size());
+    // An output cut inside the closing tag still holds a whole call.
+    for (size_t n = kEnd.size(); n > 0; --n) {
+      if (inner.ends_with(kEnd.substr(0, n))) {
+        inner.remove_suffix(n);
+        break;
+      }
+    }
     return parse_json_calls(inner, calls);
   }
 };

@@ -1,5 +1,6 @@
 // Reasoning between an open and a close tag: <think>…</think> (Qwen3, DeepSeek R1, GLM, MiniMax,
-// Kimi), <|channel>thought…<channel|> (Gemma 4). Whitespace right after either tag is dropped.
+// Kimi), <|channel>thought…<channel|> (Gemma 4), [THINK]…[/THINK] (Magistral). Whitespace
+// right after either tag, and at the end of the reasoning, is formatting and is dropped.
 #include "tools/formats.h"
 #include "tools/scan.h"
 
@@ -36,16 +37,36 @@ class ThinkParser : public StreamParser {
         while (from < plain && is_space(buffer_[from])) ++from;
         if (from < plain) skip_space_ = false;
       }
-      (in_reasoning_ ? out.reasoning : out.content) += std::string_view(buffer_).substr(from, plain - from);
+      std::string_view text = std::string_view(buffer_).substr(from, plain - from);
+      if (in_reasoning_) {
+        emit_reasoning(text, out);
+      } else {
+        out.content += text;
+      }
       buffer_.erase(0, plain);
       if (hit.marker < 0 || hit.partial) return;
+      held_space_.clear();
       buffer_.erase(0, (in_reasoning_ ? close_ : open_)[hit.marker].size());
       in_reasoning_ = !in_reasoning_;
       skip_space_ = true;
     }
   }
 
+  // Trailing whitespace is held until more reasoning shows it was inside.
+  void emit_reasoning(std::string_view text, Delta& out) {
+    size_t last = text.size();
+    while (last > 0 && is_space(text[last - 1])) --last;
+    if (last == 0) {
+      held_space_ += text;
+      return;
+    }
+    out.reasoning += held_space_;
+    out.reasoning += text.substr(0, last);
+    held_space_ = text.substr(last);
+  }
+
   std::vector<std::string> open_, close_;
+  std::string held_space_;
   bool in_reasoning_;
   bool skip_space_;
   std::string buffer_;

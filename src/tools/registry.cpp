@@ -45,6 +45,7 @@ const std::map<std::string, ThinkTags, std::less<>>& think_formats() {
   static const std::map<std::string, ThinkTags, std::less<>> formats = {
       {"think", {{"<think>"}, {"</think>"}}},
       {"gemma4", {{"<|channel>thought\n", "<|channel>thought"}, {"<channel|>"}}},
+      {"mistral", {{"[THINK]"}, {"[/THINK]"}}},
   };
   return formats;
 }
@@ -211,10 +212,11 @@ FormatGuess infer_format(std::string_view tmpl, const std::vector<std::string>& 
       {"<|tool_calls_section_begin|>", "kimi_k2"},
       {"<longcat_tool_call>", "longcat"},
       {"<arg_key>", "glm47"},
-      {"<function=", "qwen3_coder"},
+      {"<parameter=", "qwen3_coder"},
       {"<｜tool▁calls▁begin｜>", "deepseek_v3"},
       {"[TOOL_CALLS]", "mistral"},
       {"<|tool_call_start|>", "pythonic"},
+      {"<|tool_list_start|>", "pythonic"},
       {"<tool_call>", "hermes"},
       {"<|python_tag|>", "llama3_json"},
   };
@@ -227,14 +229,17 @@ FormatGuess infer_format(std::string_view tmpl, const std::vector<std::string>& 
   // A vocabulary lists markers of formats its template may not use; only the less ambiguous count.
   if (guess.tool.empty()) {
     for (const auto& [marker, name] : kToolMarkers) {
-      if (std::string_view(marker) == "<function=" || std::string_view(marker) == "<arg_key>") continue;
+      if (std::string_view(marker) == "<parameter=" || std::string_view(marker) == "<arg_key>") continue;
       if (std::find(vocab.begin(), vocab.end(), marker) != vocab.end()) {
         guess.tool = name;
         break;
       }
     }
   }
+  // Llama 3.2 writes bare JSON calls without announcing them by a tag.
+  if (guess.tool.empty() && contains(tmpl, "ipython") && contains(tmpl, "\"parameters\"")) guess.tool = "llama3_json";
   if (has("<|channel>") && guess.tool == "gemma4") guess.reasoning = "gemma4";
+  else if (has("[THINK]")) guess.reasoning = "mistral";
   else if (has("<think>") || has("</think>")) guess.reasoning = "think";
   return guess;
 }
