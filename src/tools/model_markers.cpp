@@ -18,10 +18,14 @@ std::optional<std::string> read_text(const std::filesystem::path& path) {
   return ss.str();
 }
 
-std::optional<nlohmann::json> read_json(const std::filesystem::path& path) {
+// `skip_key`: a top-level key whose value is not built (tokenizer.json's large "model").
+std::optional<nlohmann::json> read_json(const std::filesystem::path& path, std::string_view skip_key = {}) {
   auto text = read_text(path);
   if (!text) return std::nullopt;
-  auto j = nlohmann::json::parse(*text, nullptr, false);
+  nlohmann::json::parser_callback_t skip = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& value) {
+    return !(event == nlohmann::json::parse_event_t::key && depth == 1 && value == skip_key);
+  };
+  auto j = nlohmann::json::parse(*text, skip_key.empty() ? nullptr : skip, false);
   TESSERA_CHECK(!j.is_discarded(), path.string() + ": not valid JSON");
   return j;
 }
@@ -62,7 +66,7 @@ ModelMarkers read_model_markers(const std::filesystem::path& dir) {
     }
   }
   auto tokenizer_path = dir / "tokenizer.json";
-  if (auto tokenizer = read_json(tokenizer_path)) {
+  if (auto tokenizer = read_json(tokenizer_path, "model")) {
     found = true;
     if (auto it = tokenizer->find("added_tokens"); it != tokenizer->end() && it->is_array())
       for (const auto& token : *it)
