@@ -1,13 +1,23 @@
 #include "tools/block.h"
 
+#include <algorithm>
+
 #include "tools/log.h"
 #include "tools/scan.h"
 
 namespace tessera::tools {
 
 BlockEnd end_at_marker(std::string_view block, size_t marker_len, std::string_view end, bool json_aware,
-                       bool eof_completes, bool at_eof) {
-  size_t pos = json_aware ? find_outside_strings(block, end, marker_len) : block.find(end, marker_len);
+                       bool eof_completes, bool at_eof, ScanState& scan) {
+  scan.pos = std::max(scan.pos, marker_len);
+  size_t pos = std::string_view::npos;
+  if (json_aware) {
+    pos = find_outside_strings(block, end, scan);
+  } else {
+    pos = block.find(end, scan.pos);
+    // Next time, look again only where the end marker could still begin.
+    if (pos == std::string_view::npos && block.size() >= end.size()) scan.pos = block.size() - end.size() + 1;
+  }
   if (pos != std::string_view::npos) return {BlockEnd::Kind::Complete, pos + end.size()};
   if (at_eof && eof_completes) return {BlockEnd::Kind::Complete, block.size()};
   return {};
@@ -47,7 +57,7 @@ class BlockParser : public StreamParser {
         if (hit.marker < 0 || hit.partial) return;
         marker_ = hit.marker;
       }
-      BlockEnd end = format_->find_end(buffer_, marker_, at_eof);
+      BlockEnd end = format_->find_end(buffer_, marker_, at_eof, scan_);
       if (end.kind == BlockEnd::Kind::Incomplete) {
         if (!at_eof) return;
         if (truncated) {
@@ -60,6 +70,7 @@ class BlockParser : public StreamParser {
         }
         buffer_.clear();
         marker_ = -1;
+        scan_ = {};
         return;
       }
       std::string_view text = std::string_view(buffer_).substr(0, end.length);
@@ -77,6 +88,7 @@ class BlockParser : public StreamParser {
       }
       buffer_.erase(0, end.length);
       marker_ = -1;
+      scan_ = {};
     }
   }
 
@@ -109,6 +121,7 @@ class BlockParser : public StreamParser {
   std::string id_prefix_;
   std::string buffer_;      // text not yet released
   int marker_ = -1;         // the start marker of the open block, -1 in content
+  ScanState scan_;          // how far the open block's end has been looked for
   std::string held_space_;  // whitespace that a following block would drop
   bool last_was_block_ = false;
   int next_index_ = 0;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tools/parser.h"
+#include "tools/scan.h"
 #include "tools/values.h"
 
 namespace tessera::tools {
@@ -34,8 +35,9 @@ class BlockFormat {
   virtual ~BlockFormat() = default;
   virtual std::vector<std::string> start_markers() const = 0;
   // `block` starts with start marker `marker` and holds all text seen since. `at_eof`: no
-  // more text will come.
-  virtual BlockEnd find_end(std::string_view block, int marker, bool at_eof) const = 0;
+  // more text will come. `scan` starts zeroed for each block and keeps what the format needs
+  // to go on where its last look stopped.
+  virtual BlockEnd find_end(std::string_view block, int marker, bool at_eof, ScanState& scan) const = 0;
   // Appends the calls of a complete block; false when it is malformed.
   virtual bool parse(std::string_view block, int marker, const ToolSet& tools, std::vector<ParsedCall>& calls) const = 0;
   // Characters besides whitespace that separate consecutive blocks.
@@ -45,7 +47,7 @@ class BlockFormat {
 // Ends a block at `end` (searched after the start marker), JSON strings skipped when
 // `json_aware`; optionally accepts an unterminated block at the end of the output.
 BlockEnd end_at_marker(std::string_view block, size_t marker_len, std::string_view end, bool json_aware,
-                       bool eof_completes, bool at_eof);
+                       bool eof_completes, bool at_eof, ScanState& scan);
 
 std::unique_ptr<StreamParser> make_block_parser(std::unique_ptr<BlockFormat> format, const ParserOptions& options);
 

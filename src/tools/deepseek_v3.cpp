@@ -37,8 +37,8 @@ class DeepseekFormat : public BlockFormat {
   std::vector<std::string> start_markers() const override { return {std::string(kStart)}; }
 
   // The closing marker may be missing when the model ends right after its last call.
-  BlockEnd find_end(std::string_view block, int, bool at_eof) const override {
-    BlockEnd end = end_at_marker(block, kStart.size(), kEnd, false, false, at_eof);
+  BlockEnd find_end(std::string_view block, int, bool at_eof, ScanState& scan) const override {
+    BlockEnd end = end_at_marker(block, kStart.size(), kEnd, false, false, at_eof, scan);
     if (end.kind == BlockEnd::Kind::Incomplete && at_eof && trim(block).ends_with(kCallEnd))
       return {BlockEnd::Kind::Complete, block.size()};
     return end;

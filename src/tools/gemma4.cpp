@@ -130,8 +130,8 @@ class GemmaFormat : public BlockFormat {
 
   std::vector<std::string> start_markers() const override { return {std::string(syntax_.start)}; }
 
-  BlockEnd find_end(std::string_view block, int, bool at_eof) const override {
-    return end_at_marker(block, syntax_.start.size(), syntax_.end, false, false, at_eof);
+  BlockEnd find_end(std::string_view block, int, bool at_eof, ScanState& scan) const override {
+    return end_at_marker(block, syntax_.start.size(), syntax_.end, false, false, at_eof, scan);
   }
 
   bool parse(std::string_view block, int, const ToolSet& tools, std::vector<ParsedCall>& calls) const override {

@@ -32,9 +32,9 @@ class KimiFormat : public BlockFormat {
   // Both spellings of the section markers occur in Kimi checkpoints.
   std::vector<std::string> start_markers() const override { return {kSections[0][0], kSections[1][0]}; }
 
-  BlockEnd find_end(std::string_view block, int marker, bool at_eof) const override {
+  BlockEnd find_end(std::string_view block, int marker, bool at_eof, ScanState& scan) const override {
     const auto& section = kSections[marker];
-    return end_at_marker(block, section[0].size(), section[1], false, false, at_eof);
+    return end_at_marker(block, section[0].size(), section[1], false, false, at_eof, scan);
   }
 
   bool parse(std::string_view block, int, const ToolSet&, std::vector<ParsedCall>& calls) const override {

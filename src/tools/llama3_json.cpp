@@ -15,17 +15,17 @@ class Llama3JsonFormat : public BlockFormat {
 
   std::string_view separators() const override { return ";"; }
 
-  BlockEnd find_end(std::string_view block, int marker, bool at_eof) const override {
+  BlockEnd find_end(std::string_view block, int marker, bool at_eof, ScanState& scan) const override {
     // The tag only announces calls; it is a block of none.
     if (marker == 1) return {BlockEnd::Kind::Complete, kPythonTag.size()};
     size_t key = 1;
     while (key < block.size() && is_space(block[key])) ++key;
     if (key < block.size() && block[key] != '"') return {BlockEnd::Kind::NotACall, 1};
-    auto len = json_value_end(block, 0);
-    if (!len) return at_eof ? BlockEnd{BlockEnd::Kind::NotACall, 1} : BlockEnd{};
+    auto end = json_value_end(block, scan);
+    if (!end) return at_eof ? BlockEnd{BlockEnd::Kind::NotACall, 1} : BlockEnd{};
     ParsedCall call;
-    if (!parse_json_call(block.substr(0, *len), true, call)) return {BlockEnd::Kind::NotACall, *len};
-    return {BlockEnd::Kind::Complete, *len};
+    if (!parse_json_call(block.substr(0, *end), true, call)) return {BlockEnd::Kind::NotACall, *end};
+    return {BlockEnd::Kind::Complete, *end};
   }
 
   bool parse(std::string_view block, int marker, const ToolSet&, std::vector<ParsedCall>& calls) const override {

@@ -46,8 +46,8 @@ class MinimaxFormat : public BlockFormat {
  public:
   std::vector<std::string> start_markers() const override { return {std::string(kStart)}; }
 
-  BlockEnd find_end(std::string_view block, int, bool at_eof) const override {
-    return end_at_marker(block, kStart.size(), kEnd, false, false, at_eof);
+  BlockEnd find_end(std::string_view block, int, bool at_eof, ScanState& scan) const override {
+    return end_at_marker(block, kStart.size(), kEnd, false, false, at_eof, scan);
   }
 
   bool parse(std::string_view block, int, const ToolSet& tools, std::vector<ParsedCall>& calls) const override {

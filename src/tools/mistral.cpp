@@ -19,18 +19,21 @@ class MistralFormat : public BlockFormat {
  public:
   std::vector<std::string> start_markers() const override { return {std::string(kStart)}; }
 
-  BlockEnd find_end(std::string_view block, int, bool) const override {
-    size_t p = skip_space(block, kStart.size());
-    if (p == block.size()) return {};
-    if (block[p] != '[' && block[p] != '{') {
-      size_t args = block.find(kArgs, p);
-      if (args == std::string_view::npos) return {};
-      p = skip_space(block, args + kArgs.size());
+  BlockEnd find_end(std::string_view block, int, bool, ScanState& scan) const override {
+    if (scan.pos == 0) {
+      size_t p = skip_space(block, kStart.size());
       if (p == block.size()) return {};
+      if (block[p] != '[' && block[p] != '{') {
+        size_t args = block.find(kArgs, p);
+        if (args == std::string_view::npos) return {};
+        p = skip_space(block, args + kArgs.size());
+        if (p == block.size()) return {};
+      }
+      scan.pos = p;  // where the JSON starts
     }
-    auto len = json_value_end(block, p);
-    if (!len) return {};
-    return {BlockEnd::Kind::Complete, p + *len};
+    auto end = json_value_end(block, scan);
+    if (!end) return {};
+    return {BlockEnd::Kind::Complete, *end};
   }
 
   bool parse(std::string_view block, int, const ToolSet&, std::vector<ParsedCall>& calls) const override {

@@ -7,6 +7,8 @@
 namespace tessera::tools {
 namespace {
 
+constexpr std::string_view kStart = "<tool_call>";
+constexpr std::string_view kEnd = "</tool_call>";
 constexpr std::string_view kFunction = "<function=";
 constexpr std::string_view kFunctionEnd = "</function>";
 constexpr std::string_view kParameter = "<parameter=";
@@ -46,11 +48,11 @@ bool parse_function(std::string_view text, const ToolSet& tools, ParsedCall& cal
 
 class Qwen3CoderFormat : public BlockFormat {
  public:
-  std::vector<std::string> start_markers() const override { return {"<tool_call>", std::string(kFunction)}; }
+  std::vector<std::string> start_markers() const override { return {std::string(kStart), std::string(kFunction)}; }
 
-  BlockEnd find_end(std::string_view block, int marker, bool at_eof) const override {
-    if (marker == 0) return end_at_marker(block, 11, "</tool_call>", false, false, at_eof);
-    return end_at_marker(block, kFunction.size(), kFunctionEnd, false, false, at_eof);
+  BlockEnd find_end(std::string_view block, int marker, bool at_eof, ScanState& scan) const override {
+    if (marker == 0) return end_at_marker(block, kStart.size(), kEnd, false, false, at_eof, scan);
+    return end_at_marker(block, kFunction.size(), kFunctionEnd, false, false, at_eof, scan);
   }
 
   bool parse(std::string_view block, int, const ToolSet& tools, std::vector<ParsedCall>& calls) const override {

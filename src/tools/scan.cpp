@@ -26,36 +26,48 @@ MarkerHit find_marker(std::string_view text, const std::vector<std::string>& mar
   return {};
 }
 
-std::optional<size_t> json_value_end(std::string_view text, size_t start) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = start; i < text.size(); ++i) {
+std::optional<size_t> json_value_end(std::string_view text, ScanState& state) {
+  for (size_t& i = state.pos; i < text.size(); ++i) {
     char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+    if (state.in_string) {
+      if (c == '\\') {
+        if (i + 1 == text.size()) return std::nullopt;  // resume at the backslash
+        ++i;
+      } else if (c == '"') {
+        state.in_string = false;
+      }
       continue;
     }
-    if (c == '"') in_string = true;
-    else if (c == '{' || c == '[') ++depth;
-    else if (c == '}' || c == ']') {
-      if (--depth == 0) return i + 1 - start;
-    }
+    if (c == '"') state.in_string = true;
+    else if (c == '{' || c == '[') ++state.depth;
+    else if ((c == '}' || c == ']') && --state.depth == 0) return ++i;
   }
   return std::nullopt;
 }
 
-size_t find_outside_strings(std::string_view text, std::string_view needle, size_t from) {
-  bool in_string = false;
-  for (size_t i = from; i < text.size(); ++i) {
+std::optional<size_t> json_value_end(std::string_view text, size_t start) {
+  ScanState state{start};
+  auto end = json_value_end(text, state);
+  if (!end) return std::nullopt;
+  return *end - start;
+}
+
+size_t find_outside_strings(std::string_view text, std::string_view needle, ScanState& state) {
+  for (size_t& i = state.pos; i < text.size(); ++i) {
     char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+    if (state.in_string) {
+      if (c == '\\') {
+        if (i + 1 == text.size()) return std::string_view::npos;
+        ++i;
+      } else if (c == '"') {
+        state.in_string = false;
+      }
       continue;
     }
+    // The needle may still be arriving: look again from here next time.
+    if (i + needle.size() > text.size()) return std::string_view::npos;
     if (text.substr(i, needle.size()) == needle) return i;
-    if (c == '"') in_string = true;
+    if (c == '"') state.in_string = true;
   }
   return std::string_view::npos;
 }

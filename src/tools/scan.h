@@ -20,12 +20,23 @@ struct MarkerHit {
 // and a longer one that may still match makes the hit partial.
 MarkerHit find_marker(std::string_view text, const std::vector<std::string>& markers, bool at_eof);
 
+// Where a scan of a growing text stopped, so that the next scan goes on from there rather than
+// starting over (streaming a long call would otherwise cost quadratic time).
+struct ScanState {
+  size_t pos = 0;
+  bool in_string = false;  // inside a double-quoted JSON string
+  int depth = 0;           // open JSON brackets
+};
+
 // Length of the JSON value (object or array) that opens `text` at `start`, strings and escapes
 // respected; nullopt while it is not closed.
 std::optional<size_t> json_value_end(std::string_view text, size_t start);
+// The same, resumable: scanning starts at state.pos; returns the end position.
+std::optional<size_t> json_value_end(std::string_view text, ScanState& state);
 
-// Position of `needle` at or after `from`, skipping double-quoted JSON strings.
-size_t find_outside_strings(std::string_view text, std::string_view needle, size_t from);
+// Position of `needle` at or after state.pos, skipping double-quoted JSON strings; npos while
+// not found.
+size_t find_outside_strings(std::string_view text, std::string_view needle, ScanState& state);
 
 std::string_view trim(std::string_view s);
 bool is_space(char c);
