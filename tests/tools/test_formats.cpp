@@ -119,6 +119,12 @@ std::vector<Case> cases() {
        "<|channel|>analysis<|message|>User wants weather.<|end|><|start|>assistant<|channel|>commentary "
        "to=functions.get_weather <|constrain|>json<|message|>{\"location\": \"東京 {x} to=functions.y\"}<|call|>",
        "", "User wants weather.", json::parse(R"([{"name": "get_weather", "arguments": {"location": "東京 {x} to=functions.y"}}])")},
+      {"harmony_preamble_recipient_first", "harmony", "harmony", false,
+       "<|channel|>commentary<|message|>Checking both.<|end|><|start|>assistant to=functions.get_weather<|channel|>"
+       "commentary json<|message|>{\"city\": \"Oslo\"}<|call|><|start|>assistant to=functions.get_time<|channel|>"
+       "commentary <|constrain|>json<|message|>{}<|call|>",
+       "Checking both.", std::nullopt,
+       json::parse(R"([{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "get_time", "arguments": {}}])")},
       {"harmony_final", "harmony", "harmony", false,
        "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Hello {world} ✓<|return|>",
        "Hello {world} ✓", "Think.", json::array()},
@@ -160,8 +166,31 @@ void expect_prefix_or_raw_tail(const std::string& got, const std::string& full, 
   EXPECT_TRUE(tail.empty() || trim(cut_text).ends_with(tail)) << what << ": '" << got << "' vs '" << full << "'";
 }
 
+// Markers that are consumed without output of their own.
+const std::vector<std::string> kSilentMarkers = {"<think>", "</think>", "<|channel>thought", "<channel|>", "[THINK]",
+                                                 "[/THINK]", "<|python_tag|>", "<|message|>", "<|end|>", "<|call|>",
+                                                 "<|return|>", "<|start|>", "</tool_call>"};
+
+// Feeds `cut` byte by byte and finishes it as truncated: text held back at the end must come
+// out at finish (as content, reasoning or a call) or be reported by a warning, unless it is
+// only whitespace and markers.
+void expect_nothing_held_silently(std::string_view cut, const ParserOptions& options, const std::string& what) {
+  auto parser = make_parser(options);
+  size_t released = 0;
+  for (size_t i = 0; i < cut.size(); ++i)
+    if (!parser->feed(cut.substr(i, 1)).empty()) released = i + 1;
+  test::WarningCounter warnings;
+  Delta last = parser->finish(true);
+  if (!last.empty() || warnings.count() > 0) return;
+  std::string_view pending = trim(cut.substr(released));
+  bool marker = pending.empty();
+  for (const auto& m : kSilentMarkers) marker = marker || pending.ends_with(m);
+  EXPECT_TRUE(marker) << what << ": '" << pending << "' held back and lost";
+}
+
 // An output cut anywhere parses without error, streamed like whole; what it yields is the
-// start of the full result, plus the raw cut text; a call is only ever whole.
+// start of the full result, plus the raw cut text; a call is only ever whole; nothing held
+// back is lost.
 TEST(ToolFormats, TruncatedAtEveryByte) {
   for (const auto& c : cases()) {
     SCOPED_TRACE(c.name);
@@ -181,6 +210,7 @@ TEST(ToolFormats, TruncatedAtEveryByte) {
       }
       expect_prefix_or_raw_tail(got.content, full.content, cut, what + " content");
       expect_prefix_or_raw_tail(got.reasoning.value_or(""), full.reasoning.value_or(""), cut, what + " reasoning");
+      expect_nothing_held_silently(cut, options_for(c), what);
     }
   }
 }
