@@ -1,4 +1,5 @@
 // The formats, one file each; the registry (registry.cpp) maps their names to these.
+// Internal to the tools library.
 #pragma once
 #include <memory>
 
@@ -22,8 +23,19 @@ std::unique_ptr<BlockFormat> make_pythonic_format();
 // gpt-oss harmony carries reasoning and calls in one grammar, so one parser does both.
 std::unique_ptr<StreamParser> make_harmony_parser(const ParserOptions& options, bool parse_tools);
 
+// Reasoning tags of a reasoning format (after aliases); nullptr for harmony or an unknown name.
+struct ThinkTags {
+  std::vector<std::string> open, close;
+};
+const ThinkTags* find_think_tags(std::string_view reasoning_format);
+
 // Reasoning between tags (<think>…</think>, Gemma 4's <|channel>thought…<channel|>).
 std::unique_ptr<StreamParser> make_think_parser(std::vector<std::string> open, std::vector<std::string> close,
                                                 bool starts_in_reasoning);
+
+// Runs `reasoning` (may be null) first and `tools` (may be null) on the content it leaves,
+// applying options.tool_choice and parallel_tool_calls to the calls.
+std::unique_ptr<StreamParser> make_composed_parser(std::unique_ptr<StreamParser> reasoning,
+                                                   std::unique_ptr<StreamParser> tools, const ParserOptions& options);
 
 }  // namespace tessera::tools

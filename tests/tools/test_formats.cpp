@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "stream_check.h"
 #include "tools/parser.h"
+#include "tools/registry.h"
 #include "tools/scan.h"
 
 namespace tessera::tools {
@@ -295,6 +296,20 @@ TEST(ToolFormats, StreamedNamedChoiceRenumbers) {
   Message whole = parse_text(text, options);
   ASSERT_EQ(whole.tool_calls.size(), 1u);
   test::expect_stream_matches(text, whole, options);
+}
+
+TEST(ToolFormats, EveryNamedFormatMakesAParser) {
+  for (const auto& name : tool_format_names()) {
+    ParserOptions options;
+    options.tool_format = name;
+    EXPECT_EQ(parse_text("plain text", options).content, "plain text") << name;
+  }
+  for (const auto& name : reasoning_format_names()) {
+    ParserOptions options;
+    options.reasoning_format = name;
+    EXPECT_EQ(parse_text("plain text", options).content, "plain text") << name;
+  }
+  EXPECT_EQ(tool_format_names().size(), 13u);
 }
 
 TEST(ToolFormats, UnknownFormatIsAnError) {
