@@ -26,6 +26,7 @@ struct ScanState {
   size_t pos = 0;
   bool in_string = false;  // inside a double-quoted JSON string
   int depth = 0;           // open JSON brackets
+  char quote = 0;          // the quote of an open Python string
 };
 
 // Length of the JSON value (object or array) that opens `text` at `start`, strings and escapes

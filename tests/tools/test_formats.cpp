@@ -118,6 +118,9 @@ std::vector<Case> cases() {
        "Done.", std::nullopt,
        json::parse(R"([{"name": "get_weather", "arguments": {"city": "Zürich", "days": 3}},
                       {"name": "search", "arguments": {"q": "a) b, [c]", "exact": true}}])")},
+      {"pythonic_bare_list", "pythonic", "", false,
+       "See [1] and [docs](x) or [f(y)]. [get_time(tz=\"Europe/Zürich\", fmt='[%H]')]", "See [1] and [docs](x) or [f(y)].",
+       std::nullopt, json::parse(R"([{"name": "get_time", "arguments": {"tz": "Europe/Zürich", "fmt": "[%H]"}}])")},
       {"harmony_analysis_call", "harmony", "harmony", false,
        "<|channel|>analysis<|message|>User wants weather.<|end|><|start|>assistant<|channel|>commentary "
        "to=functions.get_weather <|constrain|>json<|message|>{\"location\": \"東京 {x} to=functions.y\"}<|call|>",
