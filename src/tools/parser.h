@@ -3,6 +3,18 @@
 // One StreamParser per response: feed() it the detokenized text as it arrives, then finish().
 // The whole-text parse is the same object fed one piece, so streamed deltas always add up to
 // the whole result. Text that may be the start of a marker is held back until it is known.
+//
+// Per request (a server):
+//   ParserOptions options;             // formats from infer_model_format() or the flags
+//   options.tools = body["tools"];  options.tool_choice = ToolChoice::from_json(body["tool_choice"]);
+//   options.starts_in_reasoning = prompt_opens_reasoning(prompt, options.reasoning_format);
+//   options.call_id_prefix = "call_" + request_id + "_";   // ids unique across requests
+//   auto parser = make_parser(options);
+//   for each detokenized piece (special tokens kept: markers are often special tokens):
+//     Delta d = parser->feed(piece);   if (!d.empty()) send d as a chunk
+//   Delta last = parser->finish(finish_reason == "length");
+// Calls come out whole (a header event, then the arguments) once their block has closed, so a
+// call cut by max_tokens is never half-announced.
 #pragma once
 #include <memory>
 #include <string>
