@@ -51,10 +51,6 @@ BlockEnd end_at_marker(std::string_view block, size_t marker_len, std::string_vi
 
 std::unique_ptr<StreamParser> make_block_parser(std::unique_ptr<BlockFormat> format, const ParserOptions& options);
 
-}  // namespace tessera::tools
-
-namespace tessera::tools {
-
 // A call written as JSON: {"name": ..., "arguments" | "parameters": {...}}. Arguments given as a
 // JSON-encoded string are decoded once. `require_arguments`: an object without them is no call.
 bool parse_json_call(std::string_view text, bool require_arguments, ParsedCall& call);

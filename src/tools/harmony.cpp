@@ -2,6 +2,8 @@
 // <|message|>BODY" ended by <|end|>, <|call|> or <|return|>. The analysis channel is reasoning,
 // final (and commentary without a recipient) is content, a body addressed to=functions.NAME is
 // a call with JSON arguments.
+#include <algorithm>
+
 #include "tools/formats.h"
 #include "tools/log.h"
 #include "tools/scan.h"
@@ -33,9 +35,7 @@ class HarmonyParser : public StreamParser {
       if (truncated) warn("tool call cut off by max_tokens dropped: " + body_);
       else end_call(out);
     } else if (!in_body_ && !buffer_.empty()) {
-      // Text that never became a message: plain output from a model that skipped the headers.
-      if (buffer_.find("<|") == std::string::npos) out.content += buffer_;
-      else warn("unfinished harmony header dropped: " + buffer_);
+      warn("unfinished harmony header dropped: " + buffer_);
     }
     buffer_.clear();
     return out;
@@ -46,6 +46,15 @@ class HarmonyParser : public StreamParser {
     while (true) {
       MarkerHit hit = find_marker(buffer_, in_body_ ? kBodyEnd : kHeaderEnd, at_eof);
       if (!in_body_) {
+        // Text outside any message (a model that skips the headers) is content.
+        if (!buffer_.starts_with("<|")) {
+          size_t plain = std::min(buffer_.find("<|"), buffer_.size());
+          if (plain == buffer_.size() && !at_eof && buffer_.ends_with("<")) --plain;
+          if (plain == 0) return;
+          out.content += std::string_view(buffer_).substr(0, plain);
+          buffer_.erase(0, plain);
+          continue;
+        }
         if (hit.marker < 0 || hit.partial) return;
         start_body(std::string_view(buffer_).substr(0, hit.pos));
         buffer_.erase(0, hit.pos + kHeaderEnd[0].size());

@@ -131,6 +131,8 @@ std::vector<Case> cases() {
        "commentary <|constrain|>json<|message|>{}<|call|>",
        "Checking both.", std::nullopt,
        json::parse(R"([{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "get_time", "arguments": {}}])")},
+      {"harmony_without_headers", "harmony", "harmony", false, "Plain < text {x}", "Plain < text {x}", std::nullopt,
+       json::array()},
       {"harmony_final", "harmony", "harmony", false,
        "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Hello {world} ✓<|return|>",
        "Hello {world} ✓", "Think.", json::array()},
