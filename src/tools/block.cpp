@@ -96,16 +96,19 @@ class BlockParser : public StreamParser {
   void emit_text(std::string_view text, Delta& out) {
     std::string_view seps = format_->separators();
     auto is_sep = [&](char c) { return is_space(c) || seps.find(c) != std::string_view::npos; };
+    size_t first = 0;
+    while (first < text.size() && is_sep(text[first])) ++first;
+    held_space_ += text.substr(0, first);
+    text.remove_prefix(first);
+    if (text.empty()) return;
     size_t last = text.size();
-    while (last > 0 && is_sep(text[last - 1])) --last;
-    if (last == 0) {
-      held_space_ += text;
-      return;
-    }
-    out.content += held_space_;
+    while (is_sep(text[last - 1])) --last;
+    // Whitespace between a leading call and the text after it is formatting too.
+    if (content_started_ || !last_was_block_) out.content += held_space_;
     out.content += text.substr(0, last);
     held_space_ = text.substr(last);
     last_was_block_ = false;
+    content_started_ = true;
   }
 
   void emit_call(ParsedCall call, Delta& out) {
@@ -124,6 +127,7 @@ class BlockParser : public StreamParser {
   ScanState scan_;          // how far the open block's end has been looked for
   std::string held_space_;  // whitespace that a following block would drop
   bool last_was_block_ = false;
+  bool content_started_ = false;
   int next_index_ = 0;
 };
 

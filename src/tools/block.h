@@ -4,7 +4,9 @@
 // - a block whose text does not parse is dropped with a warning;
 // - a block still open at the end is parsed if the format accepts an unterminated one, else
 //   dropped with a warning when max_tokens cut it, else returned as content;
-// - whitespace (and the format's separators) right before or after a block is dropped.
+// - whitespace (and the format's separators) next to a block is formatting: dropped before a
+//   block, at the end after one, and between a leading block and the text after it; kept
+//   between two pieces of text ("See {call} below" gives "See below").
 #pragma once
 #include <memory>
 #include <optional>
