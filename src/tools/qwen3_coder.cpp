@@ -1,6 +1,6 @@
 // Qwen3-Coder: <tool_call><function=NAME><parameter=KEY>\nVALUE\n</parameter></function></tool_call>,
 // values typed by the tool's schema (strings when it has none). A <function=…> block without
-// the <tool_call> wrapper is accepted too.
+// the <tool_call> wrapper is accepted too, and so is Hermes JSON inside <tool_call>.
 #include "tools/formats.h"
 #include "tools/scan.h"
 
@@ -55,7 +55,12 @@ class Qwen3CoderFormat : public BlockFormat {
     return end_at_marker(block, kFunction.size(), kFunctionEnd, false, false, at_eof, scan);
   }
 
-  bool parse(std::string_view block, int, const ToolSet& tools, std::vector<ParsedCall>& calls) const override {
+  bool parse(std::string_view block, int marker, const ToolSet& tools, std::vector<ParsedCall>& calls) const override {
+    // The model sometimes falls back to Hermes JSON inside <tool_call>.
+    if (marker == 0) {
+      std::string_view inner = trim(block.substr(kStart.size(), block.size() - kStart.size() - kEnd.size()));
+      if (inner.starts_with("{")) return parse_json_calls(inner, calls);
+    }
     size_t pos = 0;
     size_t found = 0;
     while ((pos = block.find(kFunction, pos)) != std::string_view::npos) {

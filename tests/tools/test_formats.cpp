@@ -59,6 +59,9 @@ std::vector<Case> cases() {
        "</function>\n</tool_call>",
        "Writing.", std::nullopt,
        json::parse(R"([{"name": "write", "arguments": {"code": "if (a < b) { s = \"<tool_call>\"; }"}}])")},
+      {"qwen3_coder_json_fallback", "qwen3_coder", "", false,
+       "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": [1, {\"y\": \"<function=g>\"}]}}\n</tool_call>", "",
+       std::nullopt, json::parse(R"([{"name": "f", "arguments": {"x": [1, {"y": "<function=g>"}]}}])")},
       {"gemma4_thinking_nested", "gemma4", "gemma4", false,
        "<|channel>thought\nThe user wants weather.<channel|>Let me check.<|tool_call>call:get-weather{location:<|\"|>São "
        "Paulo, {center} <|tool_call><|\"|>,days:3,opts:{units:<|\"|>°C<|\"|>,hours:[6,12]}}<tool_call|>",
