@@ -13,11 +13,13 @@ std::string shape_str(const Shape& s) {
   return out + "]";
 }
 
-int64_t Tensor::numel() const {
+int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : shape_) n *= d;
+  for (int64_t d : s) n *= d;
   return n;
 }
+
+int64_t Tensor::numel() const { return shape_numel(shape_); }
 
 Tensor Tensor::empty(DType dtype, Shape shape) {
   Tensor t;

@@ -16,6 +16,7 @@ enum class Device : uint8_t { CPU, CUDA };
 
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& s);
+int64_t shape_numel(const Shape& s);
 
 class Tensor {
  public:

@@ -1,0 +1,120 @@
+// tessera generate: load a model directory and generate from a prompt, streaming to stdout.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "command.h"
+#include "engine/engine.h"
+#include "model_options.h"
+
+namespace tessera::app {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::vector<int32_t> parse_ids(const std::string& s) {
+  std::vector<int32_t> ids;
+  std::istringstream in(s);
+  std::string tok;
+  while (in >> tok) {
+    try {
+      size_t used = 0;
+      long v = std::stol(tok, &used);
+      if (used != tok.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(tok);
+      ids.push_back(int32_t(v));
+    } catch (const std::exception&) {
+      throw Error("--prompt-ids: \"" + tok + "\" is not a token id");
+    }
+  }
+  return ids;
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"Generate text from a prompt", "tessera generate"};
+  ModelOptions mo;
+  add_model_options(app, mo);
+  std::string prompt, prompt_ids;
+  int max_tokens = 128;
+  bool output_ids = false, json = false, ignore_eos = false;
+  int logprobs = -1;
+  SamplingFlags sf;
+  app.add_option("-p,--prompt", prompt, "Prompt text");
+  app.add_option("--prompt-ids", prompt_ids, "Prompt as space-separated token ids");
+  app.add_option("-n,--max-tokens", max_tokens, "Tokens to generate")->check(CLI::PositiveNumber);
+  add_sampling_flags(app, sf);
+  app.add_flag("--output-ids", output_ids, "Print generated token ids (space-separated) instead of text");
+  app.add_option("--logprobs", logprobs, "With --json: the N most likely tokens at each step")->check(CLI::NonNegativeNumber);
+  app.add_flag("--json", json, "One JSON object per generated token: {\"id\", \"logprob\", \"top\"}");
+  app.add_flag("--ignore-eos", ignore_eos, "Keep generating past end-of-sequence tokens");
+  CLI11_PARSE(app, argc, argv);
+
+  auto t0 = Clock::now();
+  LoadedRuntime rt = load_runtime(mo);
+  double load_s = seconds_since(t0);
+
+  std::vector<int32_t> ids;
+  if (!prompt_ids.empty()) {
+    TESSERA_CHECK(prompt.empty(), "give either --prompt or --prompt-ids, not both");
+    ids = parse_ids(prompt_ids);
+  } else {
+    ids = rt.encode_prompt(prompt);
+  }
+
+  Request req;
+  req.prompt = ids;
+  req.max_tokens = max_tokens;
+  req.params = sampling_params(sf, rt.loaded.config);
+  req.seed = sf.seed;
+  if (json) req.params.logprobs = std::max(logprobs, 0);
+  if (!ignore_eos) req.stop_token_ids = rt.eos_ids;
+
+  EngineConfig ec;
+  ec.block_size = 16;
+  ec.num_blocks = int((ids.size() + size_t(max_tokens) + 15) / 16) + 1;
+  ec.max_model_len = mo.max_model_len;
+  ec.scheduler.max_num_batched_tokens = std::max<int>(int(ids.size()), 512);
+  Engine engine(*rt.loaded.model, *rt.backend, ec);
+  int64_t id = engine.add_request(req);
+
+  TextStream text = rt.text_stream();
+  auto t_start = Clock::now();
+  double prefill_s = 0;
+  int generated = 0;
+  bool first = true;
+  while (engine.has_work()) {
+    for (auto& o : engine.step()) {
+      if (o.seq_id != id) continue;
+      if (first) prefill_s = seconds_since(t_start), first = false;
+      ++generated;
+      bool is_stop = o.finish_reason == FinishReason::Stop;
+      if (json) {
+        nlohmann::json j = {{"id", o.token}, {"logprob", o.sample.logprob}, {"top", nlohmann::json::array()}};
+        for (auto& [tid, lp] : o.sample.top) j["top"].push_back({tid, lp});
+        std::printf("%s\n", j.dump().c_str());
+      } else if (output_ids) {
+        std::printf("%s%d", generated > 1 ? " " : "", o.token);
+      } else if (!is_stop) {
+        std::fputs(text.push(o.token).c_str(), stdout);
+      }
+      std::fflush(stdout);
+    }
+  }
+  if (!json && !output_ids) std::fputs(text.flush().c_str(), stdout);
+  if (output_ids || !json) std::printf("\n");
+  std::fflush(stdout);
+  double total_s = seconds_since(t_start);
+  double decode_s = total_s - prefill_s;
+  std::fprintf(stderr,
+               "prompt tokens: %zu, generated tokens: %d, load: %.2f s, prefill: %.1f tok/s, decode: %.1f tok/s\n",
+               ids.size(), generated, load_s, prefill_s > 0 ? double(ids.size()) / prefill_s : 0.0,
+               generated > 1 && decode_s > 0 ? (generated - 1) / decode_s : 0.0);
+  return 0;
+}
+
+const Register reg{"generate", "Generate text from a prompt with a model directory", run};
+
+}  // namespace
+}  // namespace tessera::app

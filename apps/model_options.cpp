@@ -1,0 +1,58 @@
+#include "model_options.h"
+
+#include "core/error.h"
+
+namespace tessera::app {
+
+void add_model_options(CLI::App& app, ModelOptions& o) {
+  app.add_option("-m,--model", o.model_dir, "Hugging Face model directory (default: the bundled " TESSERA_DEFAULT_MODEL_NAME ")");
+  app.add_option("-t,--threads", o.threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--max-model-len", o.max_model_len, "Context length (default: the model's)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+void add_sampling_flags(CLI::App& app, SamplingFlags& f) {
+  app.add_option("--temperature", f.temperature, "Sampling temperature; 0 is greedy")->check(CLI::NonNegativeNumber);
+  app.add_option("--top-k", f.top_k, "Keep the k most likely tokens (0: off)")->check(CLI::NonNegativeNumber);
+  app.add_option("--top-p", f.top_p, "Nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--min-p", f.min_p, "Drop tokens below min-p times the top probability")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--repetition-penalty", f.repetition_penalty, "Penalty on tokens already seen (1: off)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--presence-penalty", f.presence_penalty, "Subtracted once from each generated token's logit");
+  app.add_option("--frequency-penalty", f.frequency_penalty, "Subtracted per occurrence of a generated token");
+  app.add_option("--seed", f.seed, "Random seed; a fixed seed gives the same output every run");
+}
+
+SamplingParams sampling_params(const SamplingFlags& f, const HfConfig& cfg) {
+  const auto& g = cfg.generation();
+  SamplingParams p;
+  bool do_sample = g.value("do_sample", false);
+  p.temperature = f.temperature.value_or(do_sample ? g.value("temperature", 1.0f) : 0.0f);
+  p.top_k = f.top_k.value_or(do_sample ? g.value("top_k", 0) : 0);
+  p.top_p = f.top_p.value_or(do_sample ? g.value("top_p", 1.0f) : 1.0f);
+  p.min_p = f.min_p.value_or(do_sample && g.contains("min_p") && g["min_p"].is_number() ? g["min_p"].get<float>() : 0.0f);
+  p.repetition_penalty = f.repetition_penalty.value_or(g.value("repetition_penalty", 1.0f));
+  p.presence_penalty = f.presence_penalty;
+  p.frequency_penalty = f.frequency_penalty;
+  return p;
+}
+
+std::string TextStream::push(int32_t) {
+  throw Error("printing text needs the model's tokenizer, which this build cannot read yet; use --output-ids");
+}
+std::string TextStream::flush() { return ""; }
+
+std::vector<int32_t> LoadedRuntime::encode_prompt(const std::string&) const {
+  throw Error("text prompts need the model's tokenizer, which this build cannot read yet; use --prompt-ids");
+}
+TextStream LoadedRuntime::text_stream() const { return TextStream{}; }
+
+LoadedRuntime load_runtime(const ModelOptions& o) {
+  LoadedRuntime rt;
+  rt.backend = make_cpu_backend({.reference = false, .threads = o.threads});
+  rt.loaded = load_model(o.model_dir.empty() ? std::string(TESSERA_DEFAULT_MODEL_DIR) : o.model_dir, *rt.backend);
+  rt.eos_ids = rt.loaded.config.eos_token_ids();
+  return rt;
+}
+
+}  // namespace tessera::app

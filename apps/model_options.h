@@ -1,0 +1,49 @@
+// What the subcommands that run a model share: model/threads flags, sampling flags with the
+// model's generation_config.json defaults, and loading a model with its backend.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "backend/backend.h"
+#include "engine/sampler.h"
+#include "models/model.h"
+
+namespace tessera::app {
+
+struct ModelOptions {
+  std::string model_dir;
+  int threads = 0;
+  int max_model_len = 0;
+};
+void add_model_options(CLI::App& app, ModelOptions& o);
+
+struct SamplingFlags {
+  std::optional<float> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int> top_k;
+  float presence_penalty = 0, frequency_penalty = 0;
+  std::optional<uint64_t> seed;
+};
+void add_sampling_flags(CLI::App& app, SamplingFlags& f);
+// Flags given on the command line win; the rest come from generation_config.json (greedy
+// unless it sets do_sample).
+SamplingParams sampling_params(const SamplingFlags& f, const HfConfig& cfg);
+
+// Incremental detokenization of generated ids (UTF-8 safe).
+class TextStream {
+ public:
+  std::string push(int32_t id);
+  std::string flush();
+};
+
+struct LoadedRuntime {
+  std::unique_ptr<Backend> backend;
+  LoadedModel loaded;
+  std::vector<int32_t> eos_ids;
+  std::vector<int32_t> encode_prompt(const std::string& text) const;
+  TextStream text_stream() const;
+};
+LoadedRuntime load_runtime(const ModelOptions& o);
+
+}  // namespace tessera::app

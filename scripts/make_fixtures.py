@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Writes the tiny random-weight checkpoints the engine's golden tests use, with transformers'
+own save_pretrained, plus transformers' greedy continuations and top-5 logprobs for a few prompts.
+
+Runs where PyTorch 2.11 and transformers 5.17 are installed (a GPU machine; the CPU is used for
+the references so that they are f32-exact):
+    python3 scripts/make_fixtures.py OUT_DIR
+and the result is committed as tests/fixtures/models/.
+"""
+import json
+import os
+import sys
+
+import torch
+import transformers
+from transformers import AutoConfig, AutoModelForCausalLM
+
+COMMON = dict(
+    hidden_size=64, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
+    num_key_value_heads=2, vocab_size=384, max_position_embeddings=256, rms_norm_eps=1e-5,
+    initializer_range=0.15, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+)
+
+# name -> (model_type, extra config, weight dtype, save kwargs)
+VARIANTS = {
+    "llama": ("llama", dict(tie_word_embeddings=True,
+                            rope_parameters=dict(rope_type="llama3", rope_theta=10000.0, factor=8.0,
+                                                 low_freq_factor=1.0, high_freq_factor=4.0,
+                                                 original_max_position_embeddings=32)),
+              torch.float32, {}),
+    "llama_bf16": ("llama", dict(tie_word_embeddings=False, rope_parameters=dict(rope_type="linear", rope_theta=10000.0, factor=2.0)),
+                   torch.bfloat16, {}),
+    "llama_f16": ("llama", dict(tie_word_embeddings=False), torch.float16, {}),
+    "llama_dynamic": ("llama", dict(tie_word_embeddings=True, max_position_embeddings=48,
+                                    rope_parameters=dict(rope_type="dynamic", rope_theta=10000.0, factor=2.0)),
+                      torch.float32, {}),
+    "mistral": ("mistral", dict(tie_word_embeddings=False, sliding_window=16, head_dim=16), torch.float32, {}),
+    "qwen2": ("qwen2", dict(tie_word_embeddings=True,
+                            rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, factor=4.0,
+                                                 original_max_position_embeddings=32)),
+              torch.float32, dict(max_shard_size="150KB")),
+    "qwen3": ("qwen3", dict(tie_word_embeddings=False, head_dim=24, attention_bias=False), torch.float32, {}),
+}
+
+PROMPTS = [[1, 17, 200, 45, 99], list(range(3, 60, 2)), [1] + [(i * 37) % 380 + 3 for i in range(44)]]
+NEW_TOKENS = 24
+
+
+def main(out):
+    os.makedirs(out, exist_ok=True)
+    print("torch", torch.__version__, "transformers", transformers.__version__, flush=True)
+    for name, (mtype, extra, dtype, save_kw) in VARIANTS.items():
+        torch.manual_seed(1234)
+        cfg = AutoConfig.for_model(mtype, **{**COMMON, **extra})
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+        model = model.to(dtype).eval()
+        d = os.path.join(out, name)
+        model.save_pretrained(d, safe_serialization=True, **save_kw)
+        model.generation_config.save_pretrained(d)
+        # Reference: reload the saved checkpoint and compute in f32.
+        ref = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
+        cases = []
+        min_margin = 1e9
+        for prompt in PROMPTS:
+            ids = torch.tensor([prompt])
+            with torch.no_grad():
+                g = ref.generate(ids, do_sample=False, max_new_tokens=NEW_TOKENS, output_logits=True,
+                                 return_dict_in_generate=True, attention_mask=torch.ones_like(ids))
+            new = g.sequences[0, len(prompt):].tolist()
+            steps = []
+            for logits in g.logits:
+                lp = torch.log_softmax(logits[0].double(), -1)
+                top = torch.topk(lp, 5)
+                min_margin = min(min_margin, float(top.values[0] - top.values[1]))
+                steps.append([[int(i), float(v)] for v, i in zip(top.values, top.indices)])
+            cases.append({"prompt": prompt, "generated": new, "top5": steps})
+        with open(os.path.join(d, "reference.json"), "w") as f:
+            json.dump({"generator": f"transformers {transformers.__version__} generate(do_sample=False), f32 on CPU",
+                       "cases": cases}, f)
+        size = sum(os.path.getsize(os.path.join(d, x)) for x in os.listdir(d))
+        print(f"{name}: {size/1e6:.2f} MB, min top1-top2 margin {min_margin:.4f}, "
+              f"lengths {[len(c['generated']) for c in cases]}", flush=True)
+        print(open(os.path.join(d, "config.json")).read(), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,81 @@
+// The op set every model is written in, and the interface each backend (cpu/, cuda/) implements.
+// Models never see SIMD or CUDA: they allocate activations with empty() and call these ops.
+// Activations are f32 on the CPU; weights may be f32, f16 or bf16 (converted inside the op).
+// Every op writes into a caller-provided `out` of the documented shape.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace tessera {
+
+// Per-step attention metadata, as backend tensors (i32). Built once per step by the runner.
+struct AttentionMeta {
+  Tensor seq_starts;    // [S+1] offsets of each sequence's new tokens in the flat batch
+  Tensor context_lens;  // [S]   tokens in the sequence's cache after this step (computed + new)
+  Tensor block_tables;  // [S, max_blocks] KV block ids of each sequence
+  Tensor positions;     // [T]   absolute position of each new token
+  int num_seqs = 0;
+  int max_blocks = 0;
+  int block_size = 0;
+  int max_query_len = 0;
+  int max_context_len = 0;
+};
+
+struct AttentionParams {
+  float scale = 1.0f;       // applied to q·k
+  int sliding_window = 0;   // 0: full causal; else keys with pos > query_pos - window only
+  float softcap = 0.0f;     // 0: none; else scores = softcap * tanh(scores / softcap)
+};
+
+// Rotary embedding of the HF "rotate_half" (neox) layout over the first rotary_dim dims of each head.
+struct RopeParams {
+  Tensor inv_freq;              // [rotary_dim / 2] f32, host-computed from the config's scaling
+  float attention_scaling = 1;  // multiplies cos and sin (yarn / longrope)
+  int rotary_dim = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+
+  // Memory. empty() may leave contents uninitialised. upload() of a host tensor returns a tensor
+  // in this backend's memory (the CPU backend returns the same view: weights are never copied).
+  virtual Tensor empty(DType dtype, Shape shape) = 0;
+  virtual Tensor upload(const Tensor& host) = 0;
+  virtual void download(const Tensor& src, void* host_dst) = 0;
+
+  // out[T, D] = table[ids[t], :] (as f32)
+  virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
+  // out[T, D] = x / rms(x) * (w + offset); offset is 1 for Gemma-style norms, else 0.
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, float offset, Tensor& out) = 0;
+  // out[T, N] = x[T, K] · w[N, K]ᵀ (+ bias[N] when defined)
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) = 0;
+  // x[T, H, Dh] rotated in place at positions[T].
+  virtual void rope(Tensor& x, const Tensor& positions, const RopeParams& p) = 0;
+  // Writes each new token's k, v [T, Hkv, Dh] to cache rows slots[T] of k_cache, v_cache
+  // [num_blocks * block_size, Hkv, Dh].
+  virtual void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache,
+                        Tensor& v_cache) = 0;
+  // Causal attention of q [T, H, Dh] over each sequence's paged cache; out [T, H, Dh].
+  // H must be a multiple of the cache's Hkv (grouped-query attention).
+  virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                         const AttentionMeta& meta, const AttentionParams& p, Tensor& out) = 0;
+  // out = silu(gate) * up, all [T, F]
+  virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  // out = a + b (out may alias a)
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  // out[R, D] = x[rows[r], :]
+  virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
+};
+
+struct CpuOptions {
+  bool reference = false;  // plain scalar loops: the reference every fast path is tested against
+  int threads = 0;         // 0: all cores
+};
+std::unique_ptr<Backend> make_cpu_backend(const CpuOptions& opts = {});
+
+}  // namespace tessera

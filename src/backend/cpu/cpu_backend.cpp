@@ -1,0 +1,71 @@
+// The CPU backend: host memory, and either the reference ops or the fast paths.
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/backend.h"
+#include "backend/cpu/fast_ops.h"
+#include "backend/cpu/reference_ops.h"
+#include "core/error.h"
+
+namespace tessera {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const CpuOptions& opts) : reference_(opts.reference) {
+    if (opts.threads > 0) ThreadPool::set_global_threads(opts.threads);
+    pool_ = &ThreadPool::global();
+  }
+
+  std::string name() const override { return reference_ ? "cpu-reference" : "cpu"; }
+  Device device() const override { return Device::CPU; }
+
+  Tensor empty(DType dtype, Shape shape) override {
+    // Uninitialised: activations are always fully written by the op that produces them.
+    size_t bytes = size_t(std::max<int64_t>(1, shape_numel(shape))) * dtype_size(dtype);
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    TESSERA_CHECK(p, "out of memory allocating " + std::to_string(bytes) + " bytes");
+    return Tensor::view(p, dtype, std::move(shape), std::shared_ptr<void>(p, std::free));
+  }
+  Tensor upload(const Tensor& host) override { return host; }
+  void download(const Tensor& src, void* dst) override { std::memcpy(dst, src.raw(), src.nbytes()); }
+
+  void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override {
+    cpu::ref::embedding(table, ids, out);
+  }
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, float offset, Tensor& out) override {
+    if (reference_) cpu::ref::rms_norm(x, w, eps, offset, out);
+    else cpu::fast::rms_norm(*pool_, x, w, eps, offset, out);
+  }
+  void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) override {
+    if (reference_) cpu::ref::linear(x, w, bias, out);
+    else cpu::fast::linear(*pool_, x, w, bias, out);
+  }
+  void rope(Tensor& x, const Tensor& positions, const RopeParams& p) override { cpu::ref::rope(x, positions, p); }
+  void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& kc, Tensor& vc) override {
+    cpu::ref::store_kv(k, v, slots, kc, vc);
+  }
+  void attention(const Tensor& q, const Tensor& kc, const Tensor& vc, const AttentionMeta& m,
+                 const AttentionParams& p, Tensor& out) override {
+    if (reference_) cpu::ref::attention(q, kc, vc, m, p, out);
+    else cpu::fast::attention(*pool_, q, kc, vc, m, p, out);
+  }
+  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
+    if (reference_) cpu::ref::silu_mul(gate, up, out);
+    else cpu::fast::silu_mul(*pool_, gate, up, out);
+  }
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override { cpu::ref::add(a, b, out); }
+  void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
+    cpu::ref::gather_rows(x, rows, out);
+  }
+
+ private:
+  bool reference_;
+  ThreadPool* pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(const CpuOptions& opts) { return std::make_unique<CpuBackend>(opts); }
+
+}  // namespace tessera

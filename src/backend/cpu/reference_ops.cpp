@@ -1,0 +1,161 @@
+#include "backend/cpu/reference_ops.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+
+namespace tessera::cpu::ref {
+
+void to_f32(const Tensor& t, int64_t offset, int64_t n, float* dst) {
+  switch (t.dtype()) {
+    case DType::F32: std::memcpy(dst, t.data<float>() + offset, size_t(n) * 4); return;
+    case DType::BF16: {
+      const uint16_t* s = t.data<uint16_t>() + offset;
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+      return;
+    }
+    case DType::F16: {
+      const uint16_t* s = t.data<uint16_t>() + offset;
+      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      return;
+    }
+    default: throw Error("to_f32: unsupported dtype " + std::string(dtype_name(t.dtype())));
+  }
+}
+
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
+  int64_t T = ids.numel(), D = table.dim(1), V = table.dim(0);
+  for (int64_t t = 0; t < T; ++t) {
+    int32_t id = ids.data<int32_t>()[t];
+    TESSERA_CHECK(id >= 0 && id < V, "token id " + std::to_string(id) + " out of vocabulary range");
+    to_f32(table, id * D, D, out.data<float>() + t * D);
+  }
+}
+
+void rms_norm(const Tensor& x, const Tensor& w, float eps, float offset, Tensor& out) {
+  int64_t D = x.dim(-1), T = x.numel() / D;
+  std::vector<float> wf(D);
+  to_f32(w, 0, D, wf.data());
+  for (int64_t t = 0; t < T; ++t) {
+    const float* xr = x.data<float>() + t * D;
+    float* o = out.data<float>() + t * D;
+    float ss = 0;
+    for (int64_t i = 0; i < D; ++i) ss += xr[i] * xr[i];
+    float inv = 1.0f / std::sqrt(ss / float(D) + eps);
+    for (int64_t i = 0; i < D; ++i) o[i] = xr[i] * inv * (wf[i] + offset);
+  }
+}
+
+void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+  int64_t K = x.dim(-1), T = x.numel() / K, N = w.dim(0);
+  TESSERA_CHECK(w.dim(1) == K, "linear: weight " + shape_str(w.shape()) + " vs input " + shape_str(x.shape()));
+  std::vector<float> row(K), b(N, 0.0f);
+  if (bias.defined()) to_f32(bias, 0, N, b.data());
+  for (int64_t n = 0; n < N; ++n) {
+    to_f32(w, n * K, K, row.data());
+    for (int64_t t = 0; t < T; ++t) {
+      const float* xr = x.data<float>() + t * K;
+      float acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += xr[k] * row[k];
+      out.data<float>()[t * N + n] = acc + b[n];
+    }
+  }
+}
+
+void rope(Tensor& x, const Tensor& positions, const RopeParams& p) {
+  int64_t T = x.dim(0), H = x.dim(1), Dh = x.dim(2), half = p.rotary_dim / 2;
+  const float* inv_freq = p.inv_freq.data<float>();
+  for (int64_t t = 0; t < T; ++t) {
+    float pos = float(positions.data<int32_t>()[t]);
+    for (int64_t i = 0; i < half; ++i) {
+      float angle = pos * inv_freq[i];  // f32 product, as transformers computes it
+      float c = std::cos(angle) * p.attention_scaling, s = std::sin(angle) * p.attention_scaling;
+      for (int64_t h = 0; h < H; ++h) {
+        float* v = x.data<float>() + (t * H + h) * Dh;
+        float a = v[i], b = v[i + half];
+        v[i] = a * c - b * s;
+        v[i + half] = b * c + a * s;
+      }
+    }
+  }
+}
+
+void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache) {
+  int64_t T = k.dim(0), row = k.numel() / T;
+  for (int64_t t = 0; t < T; ++t) {
+    int64_t slot = slots.data<int32_t>()[t];
+    TESSERA_CHECK(slot >= 0 && slot < k_cache.dim(0), "store_kv: slot out of range");
+    std::memcpy(k_cache.data<float>() + slot * row, k.data<float>() + t * row, size_t(row) * 4);
+    std::memcpy(v_cache.data<float>() + slot * row, v.data<float>() + t * row, size_t(row) * 4);
+  }
+}
+
+void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& m,
+               const AttentionParams& p, Tensor& out) {
+  int64_t H = q.dim(1), Dh = q.dim(2), Hkv = k_cache.dim(1), group = H / Hkv;
+  const int32_t* starts = m.seq_starts.data<int32_t>();
+  const int32_t* ctx = m.context_lens.data<int32_t>();
+  const int32_t* tables = m.block_tables.data<int32_t>();
+  const int32_t* pos = m.positions.data<int32_t>();
+  std::vector<float> scores;
+  for (int s = 0; s < m.num_seqs; ++s) {
+    const int32_t* table = tables + int64_t(s) * m.max_blocks;
+    for (int64_t t = starts[s]; t < starts[s + 1]; ++t) {
+      int64_t qpos = pos[t];
+      int64_t first = p.sliding_window > 0 ? std::max<int64_t>(0, qpos - p.sliding_window + 1) : 0;
+      int64_t last = std::min<int64_t>(qpos, ctx[s] - 1);  // causal
+      for (int64_t h = 0; h < H; ++h) {
+        const float* qv = q.data<float>() + (t * H + h) * Dh;
+        int64_t kvh = h / group;
+        scores.assign(size_t(std::max<int64_t>(0, last - first + 1)), 0.0f);
+        float mx = -INFINITY;
+        for (int64_t j = first; j <= last; ++j) {
+          int64_t slot = int64_t(table[j / m.block_size]) * m.block_size + j % m.block_size;
+          const float* kv = k_cache.data<float>() + (slot * Hkv + kvh) * Dh;
+          float acc = 0;
+          for (int64_t d = 0; d < Dh; ++d) acc += qv[d] * kv[d];
+          acc *= p.scale;
+          if (p.softcap > 0) acc = p.softcap * std::tanh(acc / p.softcap);
+          scores[j - first] = acc;
+          mx = std::max(mx, acc);
+        }
+        float sum = 0;
+        for (float& sc : scores) sum += (sc = std::exp(sc - mx));
+        float* o = out.data<float>() + (t * H + h) * Dh;
+        std::fill(o, o + Dh, 0.0f);
+        for (int64_t j = first; j <= last; ++j) {
+          int64_t slot = int64_t(table[j / m.block_size]) * m.block_size + j % m.block_size;
+          const float* vv = v_cache.data<float>() + (slot * Hkv + kvh) * Dh;
+          float w = scores[j - first] / sum;
+          for (int64_t d = 0; d < Dh; ++d) o[d] += w * vv[d];
+        }
+      }
+    }
+  }
+}
+
+void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+  int64_t n = gate.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    float g = gate.data<float>()[i];
+    out.data<float>()[i] = g / (1.0f + std::exp(-g)) * up.data<float>()[i];
+  }
+}
+
+void add(const Tensor& a, const Tensor& b, Tensor& out) {
+  int64_t n = a.numel();
+  for (int64_t i = 0; i < n; ++i) out.data<float>()[i] = a.data<float>()[i] + b.data<float>()[i];
+}
+
+void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) {
+  int64_t D = x.numel() / x.dim(0);
+  for (int64_t r = 0; r < rows.numel(); ++r) {
+    int64_t src = rows.data<int32_t>()[r];
+    TESSERA_CHECK(src >= 0 && src < x.dim(0), "gather_rows: row out of range");
+    std::memcpy(out.data<float>() + r * D, x.data<float>() + src * D, size_t(D) * 4);
+  }
+}
+
+}  // namespace tessera::cpu::ref

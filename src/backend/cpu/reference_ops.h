@@ -1,0 +1,22 @@
+// Plain scalar implementations of every op, accumulating in f32: the reference that every fast
+// path (CPU SIMD, CUDA) is tested against. Clarity over speed; no threads.
+#pragma once
+#include "backend/backend.h"
+
+namespace tessera::cpu::ref {
+
+// Converts n elements of a row of an f32/f16/bf16 tensor to f32.
+void to_f32(const Tensor& t, int64_t offset, int64_t n, float* dst);
+
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+void rms_norm(const Tensor& x, const Tensor& w, float eps, float offset, Tensor& out);
+void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
+void rope(Tensor& x, const Tensor& positions, const RopeParams& p);
+void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
+void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
+               const AttentionParams& p, Tensor& out);
+void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
+void add(const Tensor& a, const Tensor& b, Tensor& out);
+void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out);
+
+}  // namespace tessera::cpu::ref

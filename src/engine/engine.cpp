@@ -1,0 +1,126 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <random>
+
+#include "core/error.h"
+
+namespace tessera {
+
+int num_kv_blocks(const KvCacheSpec& spec, size_t bytes, int block_size) {
+  return int(bytes / (spec.bytes_per_token() * size_t(block_size)));
+}
+
+Engine::Engine(Model& model, Backend& be, const EngineConfig& cfg)
+    : model_(model),
+      cfg_(cfg),
+      max_model_len_(cfg.max_model_len > 0 ? cfg.max_model_len : model.max_context()),
+      cache_(allocate_kv_cache(be, model.kv_spec(),
+                               cfg.num_blocks > 0 ? cfg.num_blocks
+                                                  : num_kv_blocks(model.kv_spec(), cfg.kv_cache_bytes, cfg.block_size),
+                               cfg.block_size)),
+      blocks_(cache_.num_blocks, cfg.block_size),
+      scheduler_(cfg.scheduler, blocks_),
+      runner_(model, be, cache_) {}
+
+int64_t Engine::add_request(Request req) {
+  int n = int(req.prompt.size());
+  TESSERA_CHECK(n > 0, "the prompt is empty");
+  for (int32_t t : req.prompt)
+    TESSERA_CHECK(t >= 0 && t < model_.vocab_size(),
+                  "token id " + std::to_string(t) + " is outside the vocabulary (size " +
+                      std::to_string(model_.vocab_size()) + ")");
+  TESSERA_CHECK(req.max_tokens >= 1, "max_tokens must be at least 1");
+  int64_t total = int64_t(n) + req.max_tokens;
+  TESSERA_CHECK(total <= max_model_len_, "prompt (" + std::to_string(n) + " tokens) + max_tokens (" +
+                                             std::to_string(req.max_tokens) + ") exceeds the context length " +
+                                             std::to_string(max_model_len_));
+  TESSERA_CHECK(total <= int64_t(blocks_.num_blocks()) * blocks_.block_size(),
+                "prompt + max_tokens (" + std::to_string(total) + " tokens) exceeds the KV cache capacity (" +
+                    std::to_string(int64_t(blocks_.num_blocks()) * blocks_.block_size()) + " tokens)");
+  auto s = std::make_unique<Sequence>();
+  s->id = next_id_++;
+  s->tokens = std::move(req.prompt);
+  s->num_prompt_tokens = n;
+  s->params = req.params;
+  s->max_tokens = req.max_tokens;
+  s->stop_token_ids = std::move(req.stop_token_ids);
+  s->rng.seed(req.seed ? *req.seed : std::random_device{}());
+  Sequence* raw = s.get();
+  seqs_[raw->id] = std::move(s);
+  scheduler_.add(raw);
+  return raw->id;
+}
+
+std::vector<TokenOutput> Engine::step() {
+  std::vector<TokenOutput> out;
+  std::vector<ScheduledSeq> batch = scheduler_.schedule();
+  if (batch.empty()) return out;
+  StepLogits logits = runner_.run(batch);
+
+  for (auto& b : batch) {
+    b.seq->num_computed_tokens += b.num_new_tokens;
+    blocks_.register_full_blocks(*b.seq);
+  }
+  for (size_t r = 0; r < logits.seq_index.size(); ++r) {
+    Sequence& s = *batch[logits.seq_index[r]].seq;
+    SampleResult res = sample(logits.logits.data() + r * size_t(logits.vocab), logits.vocab, s.params, s.tokens,
+                              s.num_prompt_tokens, s.rng);
+    s.tokens.push_back(res.token);
+    FinishReason reason = FinishReason::None;
+    if (std::count(s.stop_token_ids.begin(), s.stop_token_ids.end(), res.token)) reason = FinishReason::Stop;
+    else if (s.num_generated() >= s.max_tokens) reason = FinishReason::Length;
+    if (reason != FinishReason::None) finish(s, reason);
+    out.push_back({s.id, res.token, std::move(res), reason != FinishReason::None, reason});
+  }
+  return out;
+}
+
+std::vector<double> Engine::score(const std::vector<int32_t>& tokens) {
+  TESSERA_CHECK(tokens.size() >= 2, "scoring needs at least two tokens");
+  TESSERA_CHECK(int64_t(tokens.size()) <= max_model_len_, "text to score exceeds the context length");
+  Sequence s;
+  s.tokens = tokens;
+  s.num_prompt_tokens = int(tokens.size());
+  std::vector<double> out;
+  int n = int(tokens.size());
+  while (s.num_computed_tokens < n - 1) {
+    int chunk = std::min(n - 1 - s.num_computed_tokens, cfg_.scheduler.max_num_batched_tokens);
+    TESSERA_CHECK(blocks_.ensure_capacity(s, s.num_computed_tokens + chunk), "KV cache too small to score this text");
+    StepLogits l = runner_.run({{&s, chunk}}, /*all_rows=*/true);
+    for (size_t r = 0; r < l.position.size(); ++r) {
+      std::vector<float> lp = log_softmax(l.logits.data() + r * size_t(l.vocab), l.vocab);
+      out.push_back(lp[tokens[size_t(l.position[r]) + 1]]);
+    }
+    s.num_computed_tokens += chunk;
+    blocks_.register_full_blocks(s);
+  }
+  blocks_.release(s);
+  return out;
+}
+
+void Engine::finish(Sequence& s, FinishReason reason) {
+  s.status = SeqStatus::Finished;
+  s.finish_reason = reason;
+  scheduler_.remove(&s);
+}
+
+void Engine::abort(int64_t seq_id) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end() || it->second->status == SeqStatus::Finished) return;
+  finish(*it->second, FinishReason::Abort);
+}
+
+void Engine::release(int64_t seq_id) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return;
+  if (it->second->status != SeqStatus::Finished) finish(*it->second, FinishReason::Abort);
+  seqs_.erase(it);
+}
+
+const Sequence* Engine::sequence(int64_t seq_id) const {
+  auto it = seqs_.find(seq_id);
+  return it == seqs_.end() ? nullptr : it->second.get();
+}
+
+}  // namespace tessera

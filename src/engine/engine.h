@@ -1,0 +1,83 @@
+// The engine loop: requests in, one step at a time, tokens out. One step reads
+//   batch = scheduler.schedule(); logits = runner.run(batch); postprocess(batch, logits)
+// The same loop serves `tessera generate` (one request) and the server (many).
+// Not thread-safe: one thread owns the engine; the server hands requests over a queue.
+#pragma once
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/block_manager.h"
+#include "engine/scheduler.h"
+#include "runner/model_runner.h"
+
+namespace tessera {
+
+struct EngineConfig {
+  int block_size = 16;
+  int num_blocks = 0;               // 0: derive from kv_cache_bytes
+  size_t kv_cache_bytes = size_t(1) << 30;
+  int max_model_len = 0;            // 0: the model's max_position_embeddings
+  SchedulerConfig scheduler;
+};
+
+struct Request {
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+  int max_tokens = 16;
+  std::vector<int32_t> stop_token_ids;  // EOS ids and any the caller adds
+  std::optional<uint64_t> seed;         // none: a random seed
+};
+
+struct TokenOutput {
+  int64_t seq_id;
+  int32_t token;
+  SampleResult sample;
+  bool finished;
+  FinishReason finish_reason;
+};
+
+class Engine {
+ public:
+  Engine(Model& model, Backend& be, const EngineConfig& cfg);
+
+  // Validates and queues a request; throws tessera::Error on one that can never run
+  // (empty prompt, a token id outside the vocabulary, prompt + max_tokens beyond the context).
+  int64_t add_request(Request req);
+  // One scheduling step; returns the tokens produced in it.
+  std::vector<TokenOutput> step();
+  // Finishes a sequence now (client gone); its blocks are freed immediately.
+  void abort(int64_t seq_id);
+  // Forgets a finished sequence.
+  void release(int64_t seq_id);
+
+  // Log-probability of each token of `tokens` given the ones before it (tokens.size() - 1
+  // values): scoring for perplexity and prompt logprobs. Runs between steps, in chunks of the
+  // step token budget, and leaves the prefix cache warm.
+  std::vector<double> score(const std::vector<int32_t>& tokens);
+
+  bool has_work() const { return !scheduler_.empty(); }
+  const Sequence* sequence(int64_t seq_id) const;
+  const BlockManager& blocks() const { return blocks_; }
+  const Scheduler& scheduler() const { return scheduler_; }
+  int max_model_len() const { return max_model_len_; }
+
+ private:
+  void finish(Sequence& s, FinishReason reason);
+
+  Model& model_;
+  EngineConfig cfg_;
+  int max_model_len_;
+  KvCache cache_;
+  BlockManager blocks_;
+  Scheduler scheduler_;
+  ModelRunner runner_;
+  std::unordered_map<int64_t, std::unique_ptr<Sequence>> seqs_;
+  int64_t next_id_ = 1;
+};
+
+// Blocks that fit in `bytes` for a model's KV cache.
+int num_kv_blocks(const KvCacheSpec& spec, size_t bytes, int block_size);
+
+}  // namespace tessera

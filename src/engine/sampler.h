@@ -1,0 +1,39 @@
+// Sampling, in one place for every caller (generate, the server): penalties, logit bias,
+// temperature, top-k, top-p, min-p, and a seeded RNG per sequence.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
+
+namespace tessera {
+
+struct SamplingParams {
+  float temperature = 1.0f;         // 0: greedy
+  int top_k = 0;                    // 0 or negative: off
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;  // on prompt and output tokens (divides positive logits)
+  float presence_penalty = 0.0f;    // OpenAI style, on output tokens
+  float frequency_penalty = 0.0f;
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  int logprobs = -1;                // -1: none; N >= 0: the sampled token's logprob and the top N
+};
+
+struct SampleResult {
+  int32_t token = 0;
+  float logprob = 0;                            // of the model's own distribution (before penalties)
+  std::vector<std::pair<int32_t, float>> top;   // top-N (id, logprob), most likely first
+};
+
+// Seeded per sequence; a sequence with the same seed samples the same tokens every run.
+using Rng = std::mt19937_64;
+
+// logits: one row of vocab_size; prompt/output: the sequence's tokens so far (for penalties).
+SampleResult sample(const float* logits, int vocab_size, const SamplingParams& params,
+                    const std::vector<int32_t>& tokens, int num_prompt_tokens, Rng& rng);
+
+// Natural-log softmax of a row, in double for accuracy (logprobs are reported to users).
+std::vector<float> log_softmax(const float* logits, int n);
+
+}  // namespace tessera

@@ -1,0 +1,36 @@
+// One request's state: plain data, owned by the engine, read by the scheduler and the runner.
+// There is no prefill or decode phase: a sequence has tokens and a count of those already in
+// the KV cache; each step computes some of the rest.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace tessera {
+
+enum class SeqStatus { Waiting, Running, Finished };
+enum class FinishReason { None, Stop, Length, Abort };
+
+struct Sequence {
+  int64_t id = 0;
+  std::vector<int32_t> tokens;          // prompt, then generated tokens
+  int num_prompt_tokens = 0;
+  int num_computed_tokens = 0;          // tokens whose K/V are in the cache
+  int num_cached_tokens = 0;            // prompt tokens found in the prefix cache
+  std::vector<int32_t> block_table;     // KV blocks holding tokens [i*block_size, (i+1)*block_size)
+  std::vector<uint64_t> block_hashes;   // chained hashes of the full blocks registered so far
+
+  SamplingParams params;
+  int max_tokens = 0;                   // generated tokens allowed
+  std::vector<int32_t> stop_token_ids;  // finish when one is generated (EOS unless ignored)
+  Rng rng;
+
+  SeqStatus status = SeqStatus::Waiting;
+  FinishReason finish_reason = FinishReason::None;
+
+  int num_tokens() const { return int(tokens.size()); }
+  int num_generated() const { return num_tokens() - num_prompt_tokens; }
+};
+
+}  // namespace tessera

@@ -1,0 +1,40 @@
+// A loaded model: one forward over a flat batch, and the shape of the KV cache it needs.
+#pragma once
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+#include "nn/forward_batch.h"
+
+namespace tessera {
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  // logits: [fb.num_logits, vocab_size()] f32 in backend memory.
+  virtual Tensor forward(const ForwardBatch& fb, KvCache& cache) = 0;
+  virtual KvCacheSpec kv_spec() const = 0;
+  virtual int vocab_size() const = 0;
+  virtual int max_context() const = 0;
+};
+
+using ModelFactory = std::function<std::unique_ptr<Model>(const HfConfig&, const WeightStore&, Backend&)>;
+
+// Everything a loaded model directory provides to the engine.
+struct LoadedModel {
+  HfConfig config;
+  std::unique_ptr<WeightStore> weights;  // the mmapped files the model's tensors view
+  std::unique_ptr<Model> model;
+  std::string architecture;              // registry key that built it
+};
+
+// Loads a Hugging Face model directory: config.json's model_type picks the architecture.
+LoadedModel load_model(const std::filesystem::path& dir, Backend& be);
+// Registry of architectures (models/registry.cpp); aliases map e.g. mistral -> llama.
+const ModelFactory* find_architecture(const std::string& model_type, std::string* resolved = nullptr);
+std::vector<std::string> supported_architectures();
+
+}  // namespace tessera

@@ -1,0 +1,119 @@
+#include "nn/decoder.h"
+
+#include <cmath>
+
+namespace tessera::nn {
+
+DecoderOptions llama_family_options(const HfConfig& cfg) {
+  DecoderOptions o;
+  o.hidden_size = cfg.get<int>("hidden_size");
+  o.intermediate_size = cfg.get<int>("intermediate_size");
+  o.num_layers = cfg.get<int>("num_hidden_layers");
+  o.num_heads = cfg.get<int>("num_attention_heads");
+  o.num_kv_heads = cfg.get_or<int>("num_key_value_heads", o.num_heads);
+  TESSERA_CHECK(o.num_heads > 0 && o.num_kv_heads > 0 && o.num_heads % o.num_kv_heads == 0,
+                "config.json: num_attention_heads must be a positive multiple of num_key_value_heads");
+  o.head_dim = cfg.get_or<int>("head_dim", o.hidden_size / o.num_heads);
+  o.vocab_size = cfg.get<int>("vocab_size");
+  o.rms_norm_eps = cfg.get_or<float>("rms_norm_eps", 1e-6f);
+  o.tie_embeddings = cfg.get_or<bool>("tie_word_embeddings", false);
+  // Sliding-window attention: per layer from "layer_types" when given, else on every layer
+  // when the config sets a window (mistral), unless use_sliding_window says otherwise (qwen).
+  int window = cfg.get_or<int>("sliding_window", 0);
+  if (!cfg.get_or<bool>("use_sliding_window", true)) window = 0;
+  o.sliding_window.assign(size_t(o.num_layers), window);
+  if (cfg.has("layer_types")) {
+    auto types = cfg.get<std::vector<std::string>>("layer_types");
+    TESSERA_CHECK(int(types.size()) == o.num_layers, "config.json: layer_types has the wrong length");
+    for (int l = 0; l < o.num_layers; ++l) o.sliding_window[l] = types[l] == "sliding_attention" ? window : 0;
+  }
+  return o;
+}
+
+Decoder::Decoder(const HfConfig& cfg, const DecoderOptions& opts, const WeightStore& w, Backend& be)
+    : opts_(opts), be_(be), rope_(cfg, opts.head_dim, be) {
+  const int H = opts.hidden_size, Dh = opts.head_dim, I = opts.intermediate_size;
+  embed_tokens = load(w, "model.embed_tokens.weight", {opts.vocab_size, H});
+  norm = load(w, "model.norm.weight", {H});
+  // Tied checkpoints usually omit lm_head; some keep a copy, which is then the same matrix.
+  lm_head = opts.tie_embeddings && !w.has("lm_head.weight") ? embed_tokens
+                                                             : load(w, "lm_head.weight", {opts.vocab_size, H});
+  for (int l = 0; l < opts.num_layers; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    Layer L;
+    L.input_layernorm = load(w, p + "input_layernorm.weight", {H});
+    L.post_attention_layernorm = load(w, p + "post_attention_layernorm.weight", {H});
+    L.q_proj = load_linear(w, p + "self_attn.q_proj", opts.num_heads * Dh, H, opts.qkv_bias);
+    L.k_proj = load_linear(w, p + "self_attn.k_proj", opts.num_kv_heads * Dh, H, opts.qkv_bias);
+    L.v_proj = load_linear(w, p + "self_attn.v_proj", opts.num_kv_heads * Dh, H, opts.qkv_bias);
+    L.o_proj = load_linear(w, p + "self_attn.o_proj", H, opts.num_heads * Dh, opts.o_bias);
+    if (opts.qk_norm) {
+      L.q_norm = load(w, p + "self_attn.q_norm.weight", {Dh});
+      L.k_norm = load(w, p + "self_attn.k_norm.weight", {Dh});
+    }
+    L.gate_proj = load_linear(w, p + "mlp.gate_proj", I, H, opts.mlp_bias);
+    L.up_proj = load_linear(w, p + "mlp.up_proj", I, H, opts.mlp_bias);
+    L.down_proj = load_linear(w, p + "mlp.down_proj", H, I, opts.mlp_bias);
+    layers_.push_back(std::move(L));
+  }
+}
+
+Tensor Decoder::load(const WeightStore& w, const std::string& name, const Shape& shape) {
+  return be_.upload(w.get(name, shape));
+}
+
+Decoder::Linear Decoder::load_linear(const WeightStore& w, const std::string& name, int out, int in, bool bias) {
+  Linear l;
+  l.weight = load(w, name + ".weight", {out, in});
+  if (bias) l.bias = load(w, name + ".bias", {out});
+  return l;
+}
+
+Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
+  const int64_t T = fb.num_tokens, H = opts_.hidden_size, Dh = opts_.head_dim;
+  const int64_t nq = opts_.num_heads, nkv = opts_.num_kv_heads, I = opts_.intermediate_size;
+  const RopeParams& rope = rope_.params(fb.max_position);
+
+  // x: [T, H] residual stream; h: normed input of a sublayer
+  Tensor x = be_.empty(DType::F32, {T, H}), h = be_.empty(DType::F32, {T, H});
+  Tensor q = be_.empty(DType::F32, {T, nq, Dh}), k = be_.empty(DType::F32, {T, nkv, Dh});
+  Tensor v = be_.empty(DType::F32, {T, nkv, Dh}), attn = be_.empty(DType::F32, {T, nq, Dh});
+  Tensor gate = be_.empty(DType::F32, {T, I}), up = be_.empty(DType::F32, {T, I});
+  Tensor q2 = q.reshape({T, nq * Dh}), k2 = k.reshape({T, nkv * Dh}), v2 = v.reshape({T, nkv * Dh});
+  Tensor attn2 = attn.reshape({T, nq * Dh});
+
+  be_.embedding(embed_tokens, fb.token_ids, x);
+  for (int l = 0; l < opts_.num_layers; ++l) {
+    Layer& L = layers_[l];
+    be_.rms_norm(x, L.input_layernorm, opts_.rms_norm_eps, 0.0f, h);
+    linear(h, L.q_proj, q2);
+    linear(h, L.k_proj, k2);
+    linear(h, L.v_proj, v2);
+    if (opts_.qk_norm) {
+      be_.rms_norm(q, L.q_norm, opts_.rms_norm_eps, 0.0f, q);
+      be_.rms_norm(k, L.k_norm, opts_.rms_norm_eps, 0.0f, k);
+    }
+    be_.rope(q, fb.attn.positions, rope);
+    be_.rope(k, fb.attn.positions, rope);
+    be_.store_kv(k, v, fb.slot_mapping, cache.k[l], cache.v[l]);
+    AttentionParams ap{1.0f / std::sqrt(float(Dh)), opts_.sliding_window[l], 0.0f};
+    be_.attention(q, cache.k[l], cache.v[l], fb.attn, ap, attn);
+    linear(attn2, L.o_proj, h);
+    be_.add(x, h, x);
+
+    be_.rms_norm(x, L.post_attention_layernorm, opts_.rms_norm_eps, 0.0f, h);
+    linear(h, L.gate_proj, gate);
+    linear(h, L.up_proj, up);
+    be_.silu_mul(gate, up, gate);
+    linear(gate, L.down_proj, h);
+    be_.add(x, h, x);
+  }
+  be_.rms_norm(x, norm, opts_.rms_norm_eps, 0.0f, h);
+  Tensor rows = be_.empty(DType::F32, {fb.num_logits, H});
+  be_.gather_rows(h, fb.logits_rows, rows);
+  Tensor logits = be_.empty(DType::F32, {fb.num_logits, opts_.vocab_size});
+  be_.linear(rows, lm_head, Tensor(), logits);
+  return logits;
+}
+
+}  // namespace tessera::nn

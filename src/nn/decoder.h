@@ -1,0 +1,64 @@
+// The pre-norm decoder-only transformer shared by the Llama family (llama, mistral, qwen2, qwen3):
+// embeddings, N x [RMSNorm -> attention (GQA, RoPE, paged KV) -> residual -> RMSNorm -> SwiGLU MLP
+// -> residual], final norm, LM head. Architectures differ only in the options below; each
+// model file turns its config into these options.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+#include "nn/forward_batch.h"
+#include "nn/rope.h"
+
+namespace tessera::nn {
+
+struct DecoderOptions {
+  int hidden_size = 0;
+  int intermediate_size = 0;
+  int num_layers = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int vocab_size = 0;
+  float rms_norm_eps = 1e-6f;
+  bool qkv_bias = false;     // qwen2: biases on q/k/v projections
+  bool o_bias = false;       // llama's attention_bias also covers o_proj
+  bool mlp_bias = false;
+  bool qk_norm = false;      // qwen3: RMSNorm over each head of q and k before RoPE
+  bool tie_embeddings = false;
+  std::vector<int> sliding_window;  // per layer; 0 = full attention
+};
+
+// Reads the fields every Llama-family config shares (hidden_size, heads, head_dim, ...).
+DecoderOptions llama_family_options(const HfConfig& cfg);
+
+class Decoder {
+ public:
+  Decoder(const HfConfig& cfg, const DecoderOptions& opts, const WeightStore& weights, Backend& be);
+  // logits: [fb.num_logits, vocab] f32 in backend memory.
+  Tensor forward(const ForwardBatch& fb, KvCache& cache);
+  KvCacheSpec kv_spec() const { return {opts_.num_layers, opts_.num_kv_heads, opts_.head_dim}; }
+  const DecoderOptions& options() const { return opts_; }
+
+ private:
+  struct Linear {
+    Tensor weight, bias;
+  };
+  struct Layer {
+    Tensor input_layernorm, post_attention_layernorm, q_norm, k_norm;
+    Linear q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;
+  };
+  Linear load_linear(const WeightStore& w, const std::string& name, int out, int in, bool bias);
+  Tensor load(const WeightStore& w, const std::string& name, const Shape& shape);
+  void linear(const Tensor& x, const Linear& l, Tensor& out) { be_.linear(x, l.weight, l.bias, out); }
+
+  DecoderOptions opts_;
+  Backend& be_;
+  Rope rope_;
+  Tensor embed_tokens, norm, lm_head;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace tessera::nn

@@ -1,0 +1,38 @@
+// Rotary position embedding frequencies from a Hugging Face config, for every rope_scaling type
+// transformers defines for these models: default, linear, dynamic (NTK), yarn, llama3.
+#pragma once
+#include <vector>
+
+#include "backend/backend.h"
+#include "io/hf_config.h"
+
+namespace tessera::nn {
+
+class Rope {
+ public:
+  // head_dim: the attention head size; partial_rotary_factor is read from the config.
+  Rope(const HfConfig& cfg, int head_dim, Backend& be);
+  // Parameters for a step whose largest position is max_position (dynamic scaling depends on it,
+  // as in transformers, which recomputes the frequencies when the sequence outgrows the original
+  // context).
+  const RopeParams& params(int max_position);
+  int rotary_dim() const { return rotary_dim_; }
+  // The context the scaling is made for: max_position_embeddings, or the scaled length for
+  // dynamic and yarn scaling (whose configs give the original length).
+  static int scaled_context(const HfConfig& cfg);
+
+ private:
+  std::vector<float> default_inv_freq(double base) const;
+  void set(const std::vector<float>& inv_freq, float attention_scaling);
+
+  Backend& be_;
+  std::string type_ = "default";
+  int rotary_dim_;
+  double base_;
+  double factor_ = 1;
+  int original_max_ = 0;
+  int cached_len_ = 0;  // dynamic: sequence length the current frequencies were made for
+  RopeParams params_;
+};
+
+}  // namespace tessera::nn

@@ -1,0 +1,33 @@
+// Turns one scheduled step into a flat ForwardBatch (token ids, positions, slot mapping,
+// block tables, logits rows), runs the model on the backend, and returns the logits of the
+// sequences that finish their pending tokens this step.
+#pragma once
+#include <vector>
+
+#include "engine/scheduler.h"
+#include "models/model.h"
+
+namespace tessera {
+
+struct StepLogits {
+  std::vector<int> seq_index;  // index into the scheduled batch of each logits row
+  std::vector<int> position;   // position in its sequence of the token each row follows
+  std::vector<float> logits;   // [rows, vocab] row-major, host memory
+  int vocab = 0;
+};
+
+class ModelRunner {
+ public:
+  ModelRunner(Model& model, Backend& be, KvCache& cache) : model_(model), be_(be), cache_(cache) {}
+  // all_rows: logits after every new token (scoring a text), not only where sampling happens.
+  StepLogits run(const std::vector<ScheduledSeq>& batch, bool all_rows = false);
+
+ private:
+  Tensor upload_i32(const std::vector<int32_t>& v, Shape shape);
+
+  Model& model_;
+  Backend& be_;
+  KvCache& cache_;
+};
+
+}  // namespace tessera

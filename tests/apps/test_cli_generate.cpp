@@ -1,0 +1,135 @@
+// `tessera generate` end to end: its public flags and outputs, and clear errors on bad input.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli_util.h"
+#include "testutil.h"
+
+using namespace tessera::test;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string fixture(const std::string& name) { return (fixtures_dir() / "models" / name).string(); }
+
+std::vector<int> ids_of(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<int> v;
+  int x;
+  while (in >> x) v.push_back(x);
+  return v;
+}
+
+TEST(CliGenerate, Stories260KGreedyIdsMatchLlama2c) {
+  TESSERA_REQUIRE_REFERENCE();
+  auto dir = reference_dir() / "models" / "stories260K";
+  auto r = run_tessera("generate -m " + dir.string() + " --prompt-ids 1 -n 256 --temperature 0 --output-ids");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto ref = json::parse(read_file(dir / "reference" / "llama2c_greedy.json"));
+  EXPECT_EQ(ids_of(r.out), ref["ids"].get<std::vector<int>>());
+  EXPECT_NE(r.err.find("prompt tokens: 1, generated tokens: 256"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("decode:"), std::string::npos);
+}
+
+TEST(CliGenerate, JsonLogprobsOneObjectPerToken) {
+  auto r = run_tessera("generate -m " + fixture("qwen3") + " --prompt-ids \"1 17 200\" -n 5 --temperature 0 "
+                       "--ignore-eos --logprobs 3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream in(r.out);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto j = json::parse(line);
+    ASSERT_TRUE(j["id"].is_number_integer());
+    ASSERT_LE(j["logprob"].get<double>(), 0.0);
+    ASSERT_EQ(j["top"].size(), 3u);
+    EXPECT_EQ(j["top"][0][0], j["id"]);  // greedy picks the most likely token
+    EXPECT_DOUBLE_EQ(j["top"][0][1].get<double>(), j["logprob"].get<double>());
+    ++n;
+  }
+  EXPECT_EQ(n, 5);
+}
+
+TEST(CliGenerate, FixedSeedRepeats) {
+  std::string base = "generate -m " + fixture("llama") + " --prompt-ids \"1 2 3\" -n 20 --ignore-eos --output-ids "
+                     "--temperature 1.0 --top-p 0.95 --top-k 50 --min-p 0.01 --repetition-penalty 1.1 "
+                     "--presence-penalty 0.1 --frequency-penalty 0.1";
+  auto a = run_tessera(base + " --seed 11"), b = run_tessera(base + " --seed 11"), c = run_tessera(base + " --seed 12");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, c.out);
+  EXPECT_EQ(ids_of(a.out).size(), 20u);
+}
+
+class CliErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("tessera_bad_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::copy(fixture("llama"), dir);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  void edit_config(const std::function<void(json&)>& f) {
+    auto j = json::parse(read_file(dir / "config.json"));
+    f(j);
+    std::ofstream(dir / "config.json") << j.dump();
+  }
+  void expect_error(const std::string& args, const std::string& message) {
+    auto r = run_tessera("generate -m " + dir.string() + " " + args);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find(message), std::string::npos) << "stderr: " << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  fs::path dir;
+};
+
+TEST_F(CliErrors, MissingDirectory) {
+  auto r = run_tessera("generate -m /nonexistent/model --prompt-ids 1 --output-ids");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("/nonexistent/model does not exist"), std::string::npos) << r.err;
+}
+
+TEST_F(CliErrors, TruncatedWeights) {
+  fs::resize_file(dir / "model.safetensors", fs::file_size(dir / "model.safetensors") / 2);
+  expect_error("--prompt-ids 1 --output-ids", "model.safetensors");
+}
+
+TEST_F(CliErrors, UnknownModelType) {
+  edit_config([](json& j) { j["model_type"] = "mamba9"; });
+  expect_error("--prompt-ids 1 --output-ids", "unsupported model_type \"mamba9\"");
+}
+
+TEST_F(CliErrors, MissingConfigField) {
+  edit_config([](json& j) { j.erase("num_hidden_layers"); });
+  expect_error("--prompt-ids 1 --output-ids", "missing field \"num_hidden_layers\"");
+}
+
+TEST_F(CliErrors, MisShapedTensor) {
+  edit_config([](json& j) { j["intermediate_size"] = 128; });
+  expect_error("--prompt-ids 1 --output-ids", "has shape [160, 64], expected [128, 64]");
+}
+
+TEST_F(CliErrors, MissingTensor) {
+  edit_config([](json& j) { j["num_hidden_layers"] = 4; });
+  expect_error("--prompt-ids 1 --output-ids", "missing tensor \"model.layers.3.input_layernorm.weight\"");
+}
+
+TEST_F(CliErrors, BadPromptIds) {
+  expect_error("--prompt-ids \"1 x\" --output-ids", "\"x\" is not a token id");
+  expect_error("--prompt-ids \"1 99999\" --output-ids", "outside the vocabulary");
+}
+
+TEST_F(CliErrors, PromptBeyondContext) {
+  expect_error("--prompt-ids 1 -n 300 --output-ids", "exceeds the context length 256");
+}
+
+TEST_F(CliErrors, MalformedConfigJson) {
+  std::ofstream(dir / "config.json") << "{\"model_type\": ";
+  expect_error("--prompt-ids 1 --output-ids", "config.json: malformed JSON");
+}
+
+}  // namespace
