@@ -26,12 +26,14 @@ std::unique_ptr<StreamParser> make_harmony_parser(const ParserOptions& options, 
 // Reasoning tags of a reasoning format (after aliases); nullptr for harmony or an unknown name.
 struct ThinkTags {
   std::vector<std::string> open, close;
+  // Markers that end reasoning without a close tag and belong to the content (Kimi K2 may
+  // open its tool-call section while still reasoning).
+  std::vector<std::string> implicit_close = {};
 };
 const ThinkTags* find_think_tags(std::string_view reasoning_format);
 
 // Reasoning between tags (<think>…</think>, Gemma 4's <|channel>thought…<channel|>).
-std::unique_ptr<StreamParser> make_think_parser(std::vector<std::string> open, std::vector<std::string> close,
-                                                bool starts_in_reasoning);
+std::unique_ptr<StreamParser> make_think_parser(const ThinkTags& tags, bool starts_in_reasoning);
 
 // Runs `reasoning` (may be null) first and `tools` (may be null) on the content it leaves,
 // applying options.tool_choice and parallel_tool_calls to the calls.

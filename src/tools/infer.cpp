@@ -53,7 +53,7 @@ FormatGuess infer_format(std::string_view tmpl, const std::vector<std::string>& 
   if (guess.tool.empty() && contains(tmpl, "ipython") && contains(tmpl, "\"parameters\"")) guess.tool = "llama3_json";
   if (has("<|channel>") && guess.tool == "gemma4") guess.reasoning = "gemma4";
   else if (has("[THINK]")) guess.reasoning = "mistral";
-  else if (has("<think>") || has("</think>")) guess.reasoning = "think";
+  else if (has("<think>") || has("</think>")) guess.reasoning = guess.tool == "kimi_k2" ? "kimi_k2" : "think";
   return guess;
 }
 

@@ -1,6 +1,7 @@
 // Reasoning between an open and a close tag: <think>…</think> (Qwen3, DeepSeek R1, GLM, MiniMax,
 // Kimi), <|channel>thought…<channel|> (Gemma 4), [THINK]…[/THINK] (Magistral). Whitespace
 // right after either tag, and at the end of the reasoning, is formatting and is dropped.
+// Kimi K2 may begin its tool-call section without closing its reasoning: that ends it too.
 #include "tools/formats.h"
 #include "tools/scan.h"
 
@@ -9,9 +10,12 @@ namespace {
 
 class ThinkParser : public StreamParser {
  public:
-  ThinkParser(std::vector<std::string> open, std::vector<std::string> close, bool starts_in_reasoning)
-      : open_(std::move(open)), close_(std::move(close)), in_reasoning_(starts_in_reasoning),
-        skip_space_(starts_in_reasoning) {}
+  ThinkParser(const ThinkTags& tags, bool starts_in_reasoning)
+      : open_(tags.open), close_(tags.close), in_reasoning_(starts_in_reasoning), skip_space_(starts_in_reasoning) {
+    // Implicit closers are searched with the close tags but left in the text.
+    implicit_from_ = close_.size();
+    close_.insert(close_.end(), tags.implicit_close.begin(), tags.implicit_close.end());
+  }
 
   Delta feed(std::string_view piece) override {
     Delta out;
@@ -46,7 +50,8 @@ class ThinkParser : public StreamParser {
       buffer_.erase(0, plain);
       if (hit.marker < 0 || hit.partial) return;
       held_space_.clear();
-      buffer_.erase(0, (in_reasoning_ ? close_ : open_)[hit.marker].size());
+      bool implicit = in_reasoning_ && static_cast<size_t>(hit.marker) >= implicit_from_;
+      if (!implicit) buffer_.erase(0, (in_reasoning_ ? close_ : open_)[hit.marker].size());
       in_reasoning_ = !in_reasoning_;
       skip_space_ = true;
     }
@@ -66,6 +71,7 @@ class ThinkParser : public StreamParser {
   }
 
   std::vector<std::string> open_, close_;
+  size_t implicit_from_;  // close_[implicit_from_..] end reasoning but stay in the text
   std::string held_space_;
   bool in_reasoning_;
   bool skip_space_;
@@ -74,9 +80,8 @@ class ThinkParser : public StreamParser {
 
 }  // namespace
 
-std::unique_ptr<StreamParser> make_think_parser(std::vector<std::string> open, std::vector<std::string> close,
-                                                bool starts_in_reasoning) {
-  return std::make_unique<ThinkParser>(std::move(open), std::move(close), starts_in_reasoning);
+std::unique_ptr<StreamParser> make_think_parser(const ThinkTags& tags, bool starts_in_reasoning) {
+  return std::make_unique<ThinkParser>(tags, starts_in_reasoning);
 }
 
 }  // namespace tessera::tools

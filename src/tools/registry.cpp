@@ -40,6 +40,7 @@ const std::map<std::string, ThinkTags, std::less<>>& think_formats() {
       {"think", {{"<think>"}, {"</think>"}}},
       {"gemma4", {{"<|channel>thought\n", "<|channel>thought"}, {"<channel|>"}}},
       {"mistral", {{"[THINK]"}, {"[/THINK]"}}},
+      {"kimi_k2", {{"<think>"}, {"</think>"}, {"<|tool_calls_section_begin|>", "<|tool_call_section_begin|>"}}},
   };
   return formats;
 }
@@ -47,7 +48,7 @@ const std::map<std::string, ThinkTags, std::less<>>& think_formats() {
 std::string_view canonical_reasoning(std::string_view name) {
   static const std::map<std::string, std::string, std::less<>> aliases = {
       {"qwen3", "think"}, {"deepseek_r1", "think"}, {"glm45", "think"},    {"glm47", "think"},
-      {"minimax_m2", "think"}, {"kimi_k2", "think"}, {"gpt-oss", "harmony"}, {"openai", "harmony"},
+      {"minimax_m2", "think"}, {"gpt-oss", "harmony"}, {"openai", "harmony"},
   };
   auto it = aliases.find(name);
   return it == aliases.end() ? name : std::string_view(it->second);
@@ -81,7 +82,7 @@ std::unique_ptr<StreamParser> make_parser(const ParserOptions& options) {
     auto it = think_formats().find(reasoning);
     TESSERA_CHECK(it != think_formats().end(), "unknown reasoning parser '" + options.reasoning_format +
                                                    "' (known: " + join(reasoning_format_names()) + ")");
-    reasoning_parser = make_think_parser(it->second.open, it->second.close, options.starts_in_reasoning);
+    reasoning_parser = make_think_parser(it->second, options.starts_in_reasoning);
   }
   std::unique_ptr<StreamParser> tool_parser;
   if (!tool.empty()) {

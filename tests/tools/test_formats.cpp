@@ -84,6 +84,10 @@ std::vector<Case> cases() {
        "<think>Hmm.</think>Sure. <|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
        "<|tool_call_argument_begin|>{\"city\": \"北京 {x} functions.a:1\"}<|tool_call_end|><|tool_calls_section_end|>",
        "Sure.", "Hmm.", json::parse(R"([{"name": "get_weather", "arguments": {"city": "北京 {x} functions.a:1"}}])")},
+      {"kimi_k2_call_ends_reasoning", "kimi_k2", "kimi_k2", true,
+       "Need data. <|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{}"
+       "<|tool_call_end|><|tool_calls_section_end|>",
+       "", "Need data.", json::parse(R"([{"name": "f", "arguments": {}}])")},
       {"glm47_open_think_typed", "glm47", "think", true,
        "Think.</think>\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Kraków {old}</arg_value>\n"
        "<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n</tool_call>",

@@ -31,7 +31,7 @@ TEST(InferFormat, RealChatTemplates) {
       {"openai-gpt-oss-120b", "harmony", "harmony"},
       {"MiniMax-M2", "minimax_m2", "think"},
       {"Kimi-K2-Instruct", "kimi_k2", ""},
-      {"Kimi-K2-Thinking", "kimi_k2", "think"},
+      {"Kimi-K2-Thinking", "kimi_k2", "kimi_k2"},
       {"GLM-4.6", "glm47", "think"},
       {"GLM-4.7-Flash", "glm47", "think"},
       {"deepseek-ai-DeepSeek-V3.1", "deepseek_v3", "think"},
