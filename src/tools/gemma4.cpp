@@ -1,8 +1,6 @@
 // Gemma 4: <|tool_call>call:NAME{key:value,...}<tool_call|>, strings between <|"|> marks, bare
 // numbers/booleans/null, nested {…} and […]; one block may hold several calls. FunctionGemma
 // writes the same grammar between <start_function_call>/<end_function_call> with <escape> marks.
-#include <charconv>
-
 #include "tools/formats.h"
 #include "tools/scan.h"
 
@@ -26,8 +24,14 @@ class Reader {
   }
   bool eat(std::string_view token) {
     skip_space();
-    if (s_.substr(pos_).starts_with(token)) return pos_ += token.size(), true;
-    return false;
+    if (!s_.substr(pos_).starts_with(token)) return false;
+    pos_ += token.size();
+    return true;
+  }
+  // Whether `c` comes next (after whitespace), without taking it.
+  bool next_is(char c) {
+    skip_space();
+    return pos_ < s_.size() && s_[pos_] == c;
   }
   size_t pos() const { return pos_; }
   std::string_view rest_until(char c) {
@@ -51,7 +55,7 @@ class Reader {
         auto v = value(nullptr);
         if (!v) return std::nullopt;
         arr.push_back(std::move(*v));
-        if (!eat(",") && !(skip_space(), pos_ < s_.size() && s_[pos_] == ']')) return std::nullopt;
+        if (!eat(",") && !next_is(']')) return std::nullopt;
       }
       return arr;
     }
@@ -79,7 +83,7 @@ class Reader {
       auto v = value(tools ? tools->parameter(*tool, key) : nullptr);
       if (!v) return std::nullopt;
       obj[key] = std::move(*v);
-      if (!eat(",") && !(skip_space(), pos_ < s_.size() && s_[pos_] == '}')) return std::nullopt;
+      if (!eat(",") && !next_is('}')) return std::nullopt;
     }
     return obj;
   }
@@ -108,14 +112,7 @@ class Reader {
     if (word == "true") return true;
     if (word == "false") return false;
     if (word == "null") return nullptr;
-    long long i = 0;
-    if (auto [p, ec] = std::from_chars(word.data(), word.data() + word.size(), i);
-        ec == std::errc() && p == word.data() + word.size() && !word.empty())
-      return i;
-    double d = 0;
-    if (auto [p, ec] = std::from_chars(word.data(), word.data() + word.size(), d);
-        ec == std::errc() && p == word.data() + word.size() && !word.empty())
-      return d;
+    if (auto number = parse_number(word)) return *number;
     return std::string(word);
   }
 

@@ -17,8 +17,9 @@ class Cursor {
   explicit Cursor(std::string_view s) : s_(s) {}
   bool eat(char c) {
     skip();
-    if (pos_ < s_.size() && s_[pos_] == c) return ++pos_, true;
-    return false;
+    if (pos_ == s_.size() || s_[pos_] != c) return false;
+    ++pos_;
+    return true;
   }
   std::string identifier() {
     skip();

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <cmath>
 
 #include "tools/scan.h"
 
@@ -48,17 +49,6 @@ std::vector<std::string> schema_types(const nlohmann::json& schema) {
   return types;
 }
 
-std::optional<ordered_json> parse_number(std::string_view s) {
-  if (s.empty()) return std::nullopt;
-  long long i = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), i);
-  if (ec == std::errc() && p == s.data() + s.size()) return ordered_json(i);
-  double d = 0;
-  auto [q, ec2] = std::from_chars(s.data(), s.data() + s.size(), d);
-  if (ec2 == std::errc() && q == s.data() + s.size()) return ordered_json(d);
-  return std::nullopt;
-}
-
 std::optional<ordered_json> parse_bool(std::string_view s) {
   std::string lower;
   for (char c : s) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -101,6 +91,18 @@ std::optional<std::string> parse_python_string(std::string_view text, size_t& po
 
 }  // namespace
 
+std::optional<ordered_json> parse_number(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  long long i = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), i);
+  if (ec == std::errc() && p == s.data() + s.size()) return ordered_json(i);
+  double d = 0;
+  auto [q, ec2] = std::from_chars(s.data(), s.data() + s.size(), d);
+  // "inf" and "nan" are words, not JSON numbers.
+  if (ec2 == std::errc() && q == s.data() + s.size() && std::isfinite(d)) return ordered_json(d);
+  return std::nullopt;
+}
+
 std::optional<ordered_json> parse_python_value(std::string_view text, size_t& pos) {
   skip_space(text, pos);
   if (pos >= text.size()) return std::nullopt;
@@ -116,7 +118,10 @@ std::optional<ordered_json> parse_python_value(std::string_view text, size_t& po
     ordered_json arr = ordered_json::array();
     while (true) {
       skip_space(text, pos);
-      if (pos < text.size() && text[pos] == close) return ++pos, arr;
+      if (pos < text.size() && text[pos] == close) {
+        ++pos;
+        return arr;
+      }
       auto v = parse_python_value(text, pos);
       if (!v) return std::nullopt;
       arr.push_back(std::move(*v));
@@ -130,7 +135,10 @@ std::optional<ordered_json> parse_python_value(std::string_view text, size_t& po
     ordered_json obj = ordered_json::object();
     while (true) {
       skip_space(text, pos);
-      if (pos < text.size() && text[pos] == '}') return ++pos, obj;
+      if (pos < text.size() && text[pos] == '}') {
+        ++pos;
+        return obj;
+      }
       auto key = parse_python_value(text, pos);
       if (!key) return std::nullopt;
       skip_space(text, pos);

@@ -28,6 +28,9 @@ class ToolSet {
 // stays a string, or, with `json_when_untyped`, becomes the JSON value it spells when it is one.
 ordered_json typed_value(std::string_view text, const nlohmann::json* schema, bool json_when_untyped);
 
+// An integer (kept exact) or a floating-point number spelling the whole text ("108." too).
+std::optional<ordered_json> parse_number(std::string_view text);
+
 // Parses JSON, else a Python literal (single quotes, True/False/None, tuples); nullopt if neither.
 std::optional<ordered_json> parse_literal(std::string_view text);
 
