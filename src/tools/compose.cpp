@@ -63,12 +63,17 @@ class ComposedParser : public StreamParser {
   }
 
  private:
+  // Calls may come from either parser (harmony's come from the first).
   Delta route(Delta in, bool at_end, bool truncated) {
-    if (!tools_) return in;
-    Delta out = tools_->feed(in.content);
-    out.reasoning = std::move(in.reasoning);
-    for (auto& call : in.tool_calls) out.tool_calls.push_back(std::move(call));
-    if (at_end) out.append(tools_->finish(truncated));
+    Delta out;
+    if (tools_) {
+      out = tools_->feed(in.content);
+      if (at_end) out.append(tools_->finish(truncated));
+      out.reasoning = std::move(in.reasoning);
+      for (auto& call : in.tool_calls) out.tool_calls.push_back(std::move(call));
+    } else {
+      out = std::move(in);
+    }
     filter_.apply(out.tool_calls);
     return out;
   }

@@ -298,6 +298,20 @@ TEST(ToolFormats, ToolChoice) {
   EXPECT_THROW(ToolChoice::from_json("sometimes"), Error);
 }
 
+TEST(ToolFormats, ToolChoiceAppliesToHarmony) {
+  ParserOptions options;
+  options.tool_format = "harmony";
+  options.tool_choice = {ToolChoiceMode::Named, "b"};
+  std::string text = "<|channel|>commentary to=functions.a<|message|>{}<|call|><|start|>assistant<|channel|>commentary "
+                     "to=functions.b<|message|>{\"x\": 1}<|call|>";
+  test::WarningCounter warnings;
+  Message whole = parse_text(text, options);
+  ASSERT_EQ(whole.tool_calls.size(), 1u);
+  EXPECT_EQ(whole.tool_calls[0].name, "b");
+  EXPECT_EQ(warnings.count(), 1);
+  test::expect_stream_matches(text, whole, options);
+}
+
 TEST(ToolFormats, StreamedNamedChoiceRenumbers) {
   ParserOptions options;
   options.tool_format = "hermes";
