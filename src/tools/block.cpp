@@ -23,6 +23,11 @@ BlockEnd end_at_marker(std::string_view block, size_t marker_len, std::string_vi
   return {};
 }
 
+size_t marker_end_after(std::string_view block, std::string_view call_end, size_t from) {
+  size_t pos = block.find(call_end, from >= call_end.size() ? from - call_end.size() + 1 : 0);
+  return pos == std::string_view::npos ? 0 : pos + call_end.size();
+}
+
 namespace {
 
 class BlockParser : public StreamParser {
@@ -59,18 +64,18 @@ class BlockParser : public StreamParser {
       }
       BlockEnd end = format_->find_end(buffer_, marker_, at_eof, scan_);
       if (end.kind == BlockEnd::Kind::Incomplete) {
-        if (!at_eof) return;
+        if (!at_eof) return emit_finished_calls(buffer_, out);
         if (truncated) {
-          warn("tool call cut off by max_tokens dropped: " + buffer_);
+          warn("tool call cut off by max_tokens dropped: " + buffer_.substr(finished_len_));
           held_space_.clear();
           last_was_block_ = true;
         } else {
-          warn("unterminated tool call returned as text: " + buffer_);
-          emit_text(buffer_, out);
+          // Calls already sent stay; the rest of the block is text.
+          warn("unterminated tool call returned as text: " + buffer_.substr(finished_len_));
+          emit_text(std::string_view(buffer_).substr(finished_len_), out);
         }
         buffer_.clear();
-        marker_ = -1;
-        scan_ = {};
+        end_block();
         return;
       }
       std::string_view text = std::string_view(buffer_).substr(0, end.length);
@@ -78,17 +83,52 @@ class BlockParser : public StreamParser {
         emit_text(text, out);
       } else {
         held_space_.clear();
-        std::vector<ParsedCall> calls;
-        if (format_->parse(text, marker_, tools_, calls)) {
-          for (auto& call : calls) emit_call(std::move(call), out);
-        } else {
-          warn("malformed tool call dropped: " + std::string(text));
-        }
+        close_block(text, out);
         last_was_block_ = true;
       }
       buffer_.erase(0, end.length);
-      marker_ = -1;
-      scan_ = {};
+      end_block();
+    }
+  }
+
+  void end_block() {
+    marker_ = -1;
+    scan_ = {};
+    finished_len_ = 0;
+    block_calls_ = 0;
+    checked_len_ = 0;
+    failed_ = false;
+  }
+
+  void close_block(std::string_view text, Delta& out) {
+    std::vector<ParsedCall> calls;
+    if (!failed_ && format_->parse(text, marker_, tools_, calls)) {
+      for (size_t i = block_calls_; i < calls.size(); ++i) emit_call(std::move(calls[i]), out);
+      return;
+    }
+    // The calls before the malformed one stand, as they would have gone out while streaming.
+    emit_finished_calls(text, out);
+    warn("malformed tool call dropped: " + std::string(text.substr(finished_len_)));
+  }
+
+  // Sends the calls of the open block that are finished, one at a time, up to the first that
+  // does not parse: which calls go out does not depend on how the text was cut.
+  void emit_finished_calls(std::string_view block, Delta& out) {
+    size_t from = std::max(finished_len_, checked_len_);
+    checked_len_ = std::max(checked_len_, block.size());
+    while (!failed_) {
+      size_t end = format_->call_end_after(block, marker_, from);
+      if (end == 0) return;
+      std::vector<ParsedCall> calls;
+      if (!format_->parse(block.substr(0, end), marker_, tools_, calls)) {
+        failed_ = true;
+        return;
+      }
+      held_space_.clear();
+      last_was_block_ = true;
+      for (size_t i = block_calls_; i < calls.size(); ++i) emit_call(std::move(calls[i]), out);
+      block_calls_ = calls.size();
+      finished_len_ = from = end;
     }
   }
 
@@ -112,6 +152,7 @@ class BlockParser : public StreamParser {
   }
 
   void emit_call(ParsedCall call, Delta& out) {
+    if (call.name.empty()) return warn("tool call without a name dropped: " + call.arguments);
     int index = next_index_++;
     std::string id = call.id.empty() ? id_prefix_ + std::to_string(index) : call.id;
     out.tool_calls.push_back({index, std::move(id), std::move(call.name), ""});
@@ -125,6 +166,10 @@ class BlockParser : public StreamParser {
   std::string buffer_;      // text not yet released
   int marker_ = -1;         // the start marker of the open block, -1 in content
   ScanState scan_;          // how far the open block's end has been looked for
+  size_t finished_len_ = 0; // the open block's text whose calls have been sent
+  size_t block_calls_ = 0;  // how many calls of the open block have been sent
+  size_t checked_len_ = 0;  // the open block's text already searched for finished calls
+  bool failed_ = false;     // a call of the open block did not parse: no more go out early
   std::string held_space_;  // whitespace that a following block would drop
   bool last_was_block_ = false;
   bool content_started_ = false;
@@ -140,6 +185,22 @@ std::unique_ptr<StreamParser> make_block_parser(std::unique_ptr<BlockFormat> for
 }  // namespace tessera::tools
 
 namespace tessera::tools {
+
+bool for_each_call(std::string_view block, size_t start_len, std::string_view call_begin, std::string_view call_end,
+                   std::string_view block_end, const std::function<bool(std::string_view)>& each) {
+  size_t pos = start_len;
+  size_t found = 0;
+  while (true) {
+    while (pos < block.size() && is_space(block[pos])) ++pos;
+    std::string_view rest = block.substr(pos);
+    if (rest.empty() || rest == block_end) return found > 0;
+    if (!rest.starts_with(call_begin)) return false;
+    size_t end = rest.find(call_end, call_begin.size());
+    if (end == std::string_view::npos || !each(rest.substr(call_begin.size(), end - call_begin.size()))) return false;
+    ++found;
+    pos += end + call_end.size();
+  }
+}
 
 bool parse_json_call(std::string_view text, bool require_arguments, ParsedCall& call) {
   auto value = ordered_json::parse(text, nullptr, false);

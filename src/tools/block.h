@@ -8,6 +8,7 @@
 //   block, at the end after one, and between a leading block and the text after it; kept
 //   between two pieces of text ("See {call} below" gives "See below").
 #pragma once
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,9 +43,17 @@ class BlockFormat {
   virtual BlockEnd find_end(std::string_view block, int marker, bool at_eof, ScanState& scan) const = 0;
   // Appends the calls of a complete block; false when it is malformed.
   virtual bool parse(std::string_view block, int marker, const ToolSet& tools, std::vector<ParsedCall>& calls) const = 0;
+  // For blocks holding several calls, so that each goes out as soon as it is finished: where
+  // the first call that ends after `from` ends (0: none yet). parse() must accept a block cut
+  // there, give the same first calls as for the whole block, and fail on any longer cut once
+  // it has failed on a shorter one.
+  virtual size_t call_end_after(std::string_view block, int marker, size_t from) const { return 0; }
   // Characters besides whitespace that separate consecutive blocks.
   virtual std::string_view separators() const { return {}; }
 };
+
+// The end of the first `call_end` in `block` that ends after `from`; 0 when there is none.
+size_t marker_end_after(std::string_view block, std::string_view call_end, size_t from);
 
 // Ends a block at `end` (searched after the start marker), JSON strings skipped when
 // `json_aware`; optionally accepts an unterminated block at the end of the output.
@@ -52,6 +61,13 @@ BlockEnd end_at_marker(std::string_view block, size_t marker_len, std::string_vi
                        bool eof_completes, bool at_eof, ScanState& scan);
 
 std::unique_ptr<StreamParser> make_block_parser(std::unique_ptr<BlockFormat> format, const ParserOptions& options);
+
+// The calls of a block written as call_begin…call_end pieces after its start marker
+// (`start_len` bytes), with only whitespace between them and up to `block_end` or the end of
+// the text. `each` gets a call's text between its markers and returns false when it is
+// malformed. False on anything else between calls, or when there is no call.
+bool for_each_call(std::string_view block, size_t start_len, std::string_view call_begin, std::string_view call_end,
+                   std::string_view block_end, const std::function<bool(std::string_view)>& each);
 
 // A call written as JSON: {"name": ..., "arguments" | "parameters": {...}}. Arguments given as a
 // JSON-encoded string are decoded once. `require_arguments`: an object without them is no call.

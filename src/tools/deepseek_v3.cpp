@@ -44,20 +44,17 @@ class DeepseekFormat : public BlockFormat {
     return end;
   }
 
+  size_t call_end_after(std::string_view block, int, size_t from) const override {
+    return marker_end_after(block, kCallEnd, from);
+  }
+
   bool parse(std::string_view block, int, const ToolSet&, std::vector<ParsedCall>& calls) const override {
-    size_t pos = 0;
-    size_t found = 0;
-    while ((pos = block.find(kCallBegin, pos)) != std::string_view::npos) {
-      size_t start = pos + kCallBegin.size();
-      size_t end = block.find(kCallEnd, start);
-      if (end == std::string_view::npos) return false;
+    return for_each_call(block, kStart.size(), kCallBegin, kCallEnd, kEnd, [&](std::string_view text) {
       ParsedCall call;
-      if (!parse_call(block.substr(start, end - start), call)) return false;
+      if (!parse_call(text, call)) return false;
       calls.push_back(std::move(call));
-      ++found;
-      pos = end + kCallEnd.size();
-    }
-    return found > 0;
+      return true;
+    });
   }
 };
 

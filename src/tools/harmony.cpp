@@ -101,11 +101,11 @@ class HarmonyParser : public StreamParser {
       auto inner = ordered_json::parse(args.get<std::string>(), nullptr, false);
       if (!inner.is_discarded()) args = std::move(inner);
     }
-    if (args.is_discarded()) {
-      warn("malformed tool call to " + recipient_ + " dropped: " + body_);
+    std::string name = recipient_.starts_with("functions.") ? recipient_.substr(10) : recipient_;
+    if (args.is_discarded() || name.empty()) {
+      warn("malformed tool call to '" + recipient_ + "' dropped: " + body_);
       return;
     }
-    std::string name = recipient_.starts_with("functions.") ? recipient_.substr(10) : recipient_;
     int index = next_index_++;
     out.tool_calls.push_back({index, id_prefix_ + std::to_string(index), name, ""});
     out.tool_calls.push_back({index, "", "", arguments_text(args)});

@@ -37,25 +37,24 @@ class KimiFormat : public BlockFormat {
     return end_at_marker(block, section[0].size(), section[1], false, false, at_eof, scan);
   }
 
-  bool parse(std::string_view block, int, const ToolSet&, std::vector<ParsedCall>& calls) const override {
-    size_t pos = 0;
-    size_t found = 0;
-    while ((pos = block.find(kCallBegin, pos)) != std::string_view::npos) {
-      size_t arg = block.find(kArgBegin, pos);
-      size_t end = block.find(kCallEnd, pos);
-      if (arg == std::string_view::npos || end == std::string_view::npos || end < arg) return false;
-      std::string_view id = trim(block.substr(pos + kCallBegin.size(), arg - pos - kCallBegin.size()));
+  size_t call_end_after(std::string_view block, int, size_t from) const override {
+    return marker_end_after(block, kCallEnd, from);
+  }
+
+  bool parse(std::string_view block, int marker, const ToolSet&, std::vector<ParsedCall>& calls) const override {
+    const auto& section = kSections[marker];
+    return for_each_call(block, section[0].size(), kCallBegin, kCallEnd, section[1], [&](std::string_view text) {
+      size_t arg = text.find(kArgBegin);
+      if (arg == std::string_view::npos) return false;
+      std::string_view id = trim(text.substr(0, arg));
       std::string name = name_from_id(id);
       if (name.empty()) {
         warn("tool call with malformed id '" + std::string(id) + "' skipped");
-      } else {
-        std::string_view args = trim(block.substr(arg + kArgBegin.size(), end - arg - kArgBegin.size()));
-        calls.push_back({name, std::string(args), std::string(id)});
+        return true;
       }
-      ++found;
-      pos = end + kCallEnd.size();
-    }
-    return found > 0;
+      calls.push_back({name, std::string(trim(text.substr(arg + kArgBegin.size()))), std::string(id)});
+      return true;
+    });
   }
 };
 

@@ -8,6 +8,8 @@ namespace {
 
 constexpr std::string_view kStart = "<minimax:tool_call>";
 constexpr std::string_view kEnd = "</minimax:tool_call>";
+constexpr std::string_view kInvoke = "<invoke";
+constexpr std::string_view kInvokeEnd = "</invoke>";
 
 // The value of name="…" (quotes optional) in a tag's text.
 std::string tag_name(std::string_view tag) {
@@ -50,19 +52,17 @@ class MinimaxFormat : public BlockFormat {
     return end_at_marker(block, kStart.size(), kEnd, false, false, at_eof, scan);
   }
 
+  size_t call_end_after(std::string_view block, int, size_t from) const override {
+    return marker_end_after(block, kInvokeEnd, from);
+  }
+
   bool parse(std::string_view block, int, const ToolSet& tools, std::vector<ParsedCall>& calls) const override {
-    size_t pos = 0;
-    size_t found = 0;
-    while ((pos = block.find("<invoke", pos)) != std::string_view::npos) {
-      size_t end = block.find("</invoke>", pos);
-      if (end == std::string_view::npos) return false;
+    return for_each_call(block, kStart.size(), kInvoke, kInvokeEnd, kEnd, [&](std::string_view text) {
       ParsedCall call;
-      if (!parse_invoke(block.substr(pos, end - pos), tools, call)) return false;
+      if (!parse_invoke(text, tools, call)) return false;
       calls.push_back(std::move(call));
-      ++found;
-      pos = end;
-    }
-    return found > 0;
+      return true;
+    });
   }
 };
 

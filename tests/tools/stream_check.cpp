@@ -64,6 +64,34 @@ void expect_stream_matches(std::string_view text, const Message& whole, const Pa
   }
 }
 
+void expect_mangled_stream_matches(const std::string& original, const ParserOptions& options, int rounds,
+                                   unsigned seed) {
+  std::mt19937 rng(seed);
+  const std::vector<std::string> splices = {"<tool_call>", "</tool_call>", "{", "}", "\"", "<|\"|>", "<think>",
+                                            "</think>", "[ARGS]", "<|message|>", "<|end|>", "\\", "é", "call:",
+                                            "</invoke>", "<|tool_call_end|>", "to=functions.", "["};
+  WarningCounter quiet;
+  for (int round = 0; round < rounds; ++round) {
+    std::string text = original;
+    for (int edit = 0; edit < 3 && !text.empty(); ++edit) {
+      size_t at = rng() % text.size();
+      switch (rng() % 3) {
+        case 0: text.erase(at, 1 + rng() % 8); break;
+        case 1: text.insert(at, text.substr(rng() % text.size(), 1 + rng() % 12)); break;
+        default: text.insert(at, splices[rng() % splices.size()]);
+      }
+    }
+    for (bool truncated : {false, true}) {
+      Message whole;
+      ASSERT_NO_THROW(whole = parse_text(text, options, truncated)) << text;
+      std::vector<size_t> cuts;
+      for (size_t i = 1; i < text.size(); ++i)
+        if (rng() % 3 == 0) cuts.push_back(i);
+      expect_same(parse_pieces(text, cuts, options, truncated), whole, text);
+    }
+  }
+}
+
 WarningCounter::WarningCounter() {
   previous_ = set_warning_sink([this](std::string_view m) {
     ++count_;

@@ -23,6 +23,10 @@ void expect_stream_matches(std::string_view text, const Message& whole, const Pa
 
 void expect_same(const Message& a, const Message& b, const std::string& what);
 
+// Checks, for `rounds` mangled copies of `text` (bytes dropped, slices repeated, marker pieces
+// spliced in), that parsing never throws and streaming at random cuts agrees with whole.
+void expect_mangled_stream_matches(const std::string& text, const ParserOptions& options, int rounds, unsigned seed);
+
 // Counts warnings while alive, silencing stderr.
 class WarningCounter {
  public:

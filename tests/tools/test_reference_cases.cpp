@@ -60,6 +60,7 @@ void check_case(const nlohmann::json& c) {
     EXPECT_EQ(trim(whole.content), trim(want));
   }
   test::expect_stream_matches(text, whole, options);
+  test::expect_mangled_stream_matches(text, options, 10, static_cast<unsigned>(text.size()));
 }
 
 TEST(ToolReferenceCases, WholeAndStreamed) {
