@@ -2,7 +2,6 @@
 // holding markers and braces, and the output cut at every byte.
 #include <gtest/gtest.h>
 
-
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
