@@ -230,6 +230,21 @@ TEST(ToolFormats, TruncatedAtEveryByte) {
   }
 }
 
+// In a block of several calls each goes out when it is finished, not when the block closes.
+TEST(ToolFormats, EachCallOfABlockGoesOutWhenFinished) {
+  ParserOptions options;
+  options.tool_format = "minimax_m2";
+  auto parser = make_parser(options);
+  Delta first = parser->feed("<minimax:tool_call>\n<invoke name=\"a\"><parameter name=\"x\">1</parameter></invoke>\n");
+  ASSERT_EQ(first.tool_calls.size(), 2u);
+  EXPECT_EQ(first.tool_calls[0].name, "a");
+  EXPECT_EQ(first.tool_calls[1].arguments, "{\"x\":\"1\"}");
+  Delta second = parser->feed("<invoke name=\"b\"></invoke></minimax:tool_call>");
+  ASSERT_EQ(second.tool_calls.size(), 2u);
+  EXPECT_EQ(second.tool_calls[0].index, 1);
+  EXPECT_TRUE(parser->finish(false).empty());
+}
+
 TEST(ToolFormats, CutInsideCallIsDroppedWithWarning) {
   ParserOptions options;
   options.tool_format = "hermes";
