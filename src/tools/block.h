@@ -1,7 +1,9 @@
 // The engine most tool formats share: content text, interrupted by call blocks that open with
 // a start marker. A format says where its blocks end and how a block becomes calls; the engine
 // does the streaming (holding back cut markers), the call deltas and the failure rules:
-// - a block whose text does not parse is dropped with a warning;
+// - a block's calls go out when it closes, or each as it finishes (formats that say where);
+// - a block whose text does not parse is dropped with a warning (calls before the bad one
+//   stand);
 // - a block still open at the end is parsed if the format accepts an unterminated one, else
 //   dropped with a warning when max_tokens cut it, else returned as content;
 // - whitespace (and the format's separators) next to a block is formatting: dropped before a

@@ -13,8 +13,8 @@
 //   for each detokenized piece (special tokens kept: markers are often special tokens):
 //     Delta d = parser->feed(piece);   if (!d.empty()) send d as a chunk
 //   Delta last = parser->finish(finish_reason == "length");
-// Calls come out whole (a header event, then the arguments) once their block has closed, so a
-// call cut by max_tokens is never half-announced.
+// Calls come out whole (a header event, then the arguments) once they are finished, so a call
+// cut by max_tokens is never half-announced.
 #pragma once
 #include <memory>
 #include <string>
