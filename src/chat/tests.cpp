@@ -1,0 +1,107 @@
+// jinja2's builtin tests (`x is defined`, `x is string`, ...).
+#include <unordered_map>
+
+#include "chat/builtins.h"
+#include "chat/error.h"
+#include "chat/text.h"
+
+namespace tessera::chat {
+namespace {
+
+const Value& arg(const CallArgs& a, const char* test) {
+  if (a.pos.empty()) type_error(std::string("test '") + test + "' requires an argument");
+  return a.pos[0];
+}
+
+bool t_defined(Interpreter&, const Value& v, CallArgs&) { return !v.is_undefined(); }
+bool t_undefined(Interpreter&, const Value& v, CallArgs&) { return v.is_undefined(); }
+bool t_none(Interpreter&, const Value& v, CallArgs&) { return v.is_none(); }
+bool t_boolean(Interpreter&, const Value& v, CallArgs&) { return v.kind == Kind::Bool; }
+bool t_true(Interpreter&, const Value& v, CallArgs&) { return v.kind == Kind::Bool && v.b; }
+bool t_false(Interpreter&, const Value& v, CallArgs&) { return v.kind == Kind::Bool && !v.b; }
+bool t_integer(Interpreter&, const Value& v, CallArgs&) { return v.kind == Kind::Int; }
+bool t_float(Interpreter&, const Value& v, CallArgs&) { return v.kind == Kind::Float; }
+bool t_number(Interpreter&, const Value& v, CallArgs&) { return v.is_number(); }
+bool t_string(Interpreter&, const Value& v, CallArgs&) { return v.is_string(); }
+bool t_mapping(Interpreter&, const Value& v, CallArgs&) { return v.is_mapping(); }
+bool t_callable(Interpreter&, const Value& v, CallArgs&) { return v.kind == Kind::Callable; }
+bool t_escaped(Interpreter&, const Value&, CallArgs&) { return false; }
+
+bool t_iterable(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_undefined() || v.is_string() || v.is_list() || v.is_mapping();
+}
+// len() and __getitem__ both exist (Undefined has both, generators have neither).
+bool t_sequence(Interpreter&, const Value& v, CallArgs&) {
+  return v.is_undefined() || v.is_string() || (v.is_list() && v.list->kind != ListKind::Generator) || v.is_mapping();
+}
+
+int64_t int_arg(const Value& v) {
+  if (v.is_undefined()) fail_undefined(v);
+  if (v.kind == Kind::Int || v.kind == Kind::Bool) return v.kind == Kind::Int ? v.i : v.b;
+  if (v.kind == Kind::Float) return static_cast<int64_t>(v.f);
+  type_error("unsupported operand type(s) for %: '" + type_name(v) + "' and 'int'");
+}
+bool t_odd(Interpreter&, const Value& v, CallArgs&) { return int_arg(v) % 2 != 0; }
+bool t_even(Interpreter&, const Value& v, CallArgs&) { return int_arg(v) % 2 == 0; }
+bool t_divisibleby(Interpreter& in, const Value& v, CallArgs& a) {
+  Value m = binary_op(in, "%", v, arg(a, "divisibleby"));
+  return equals(m, Value::integer(0));
+}
+
+bool t_eq(Interpreter&, const Value& v, CallArgs& a) { return equals(v, arg(a, "eq")); }
+bool t_ne(Interpreter&, const Value& v, CallArgs& a) { return !equals(v, arg(a, "ne")); }
+bool t_lt(Interpreter&, const Value& v, CallArgs& a) { return less(v, arg(a, "lt")); }
+bool t_gt(Interpreter&, const Value& v, CallArgs& a) { return less(arg(a, "gt"), v); }
+bool t_le(Interpreter&, const Value& v, CallArgs& a) { return less(v, arg(a, "le")) || equals(v, a.pos[0]); }
+bool t_ge(Interpreter&, const Value& v, CallArgs& a) { return less(arg(a, "ge"), v) || equals(v, a.pos[0]); }
+bool t_in(Interpreter&, const Value& v, CallArgs& a) { return contains(arg(a, "in"), v); }
+
+bool t_sameas(Interpreter&, const Value& v, CallArgs& a) {
+  const Value& o = arg(a, "sameas");
+  if (v.kind != o.kind) return false;
+  switch (v.kind) {
+    case Kind::List: return v.list == o.list;
+    case Kind::Dict: return v.dict == o.dict;
+    case Kind::Callable: return v.fn == o.fn;
+    case Kind::Undefined: return v.s == o.s;
+    default: return equals(v, o);
+  }
+}
+
+bool t_lower(Interpreter&, const Value& v, CallArgs&) {
+  std::string s = to_str(v);
+  return text::lower(s) == s && text::upper(s) != s;
+}
+bool t_upper(Interpreter&, const Value& v, CallArgs&) {
+  std::string s = to_str(v);
+  return text::upper(s) == s && text::lower(s) != s;
+}
+
+bool t_filter(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && find_filter(v.str()) != nullptr; }
+bool t_test(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && find_test(v.str()) != nullptr; }
+
+const std::unordered_map<std::string_view, TestFn>& table() {
+  static const std::unordered_map<std::string_view, TestFn> t = {
+      {"boolean", t_boolean}, {"callable", t_callable}, {"defined", t_defined},   {"divisibleby", t_divisibleby},
+      {"eq", t_eq},           {"equalto", t_eq},        {"==", t_eq},             {"escaped", t_escaped},
+      {"even", t_even},       {"false", t_false},       {"filter", t_filter},     {"float", t_float},
+      {"ge", t_ge},           {">=", t_ge},             {"gt", t_gt},             {"greaterthan", t_gt},
+      {">", t_gt},            {"in", t_in},             {"integer", t_integer},   {"iterable", t_iterable},
+      {"le", t_le},           {"<=", t_le},             {"lower", t_lower},       {"lt", t_lt},
+      {"lessthan", t_lt},     {"<", t_lt},              {"mapping", t_mapping},   {"ne", t_ne},
+      {"!=", t_ne},           {"none", t_none},         {"number", t_number},     {"odd", t_odd},
+      {"sameas", t_sameas},   {"sequence", t_sequence}, {"string", t_string},     {"test", t_test},
+      {"true", t_true},       {"undefined", t_undefined}, {"upper", t_upper},
+  };
+  return t;
+}
+
+}  // namespace
+
+TestFn find_test(std::string_view name) {
+  auto& t = table();
+  auto it = t.find(name);
+  return it == t.end() ? nullptr : it->second;
+}
+
+}  // namespace tessera::chat
