@@ -416,11 +416,16 @@ Value Interpreter::eval_compare(const Expr& e, const FramePtr& f) {
 Value Interpreter::call(const Value& callee, CallArgs& args) {
   if (callee.kind == Kind::Callable) return callee.fn->fn(*this, args);
   if (callee.is_undefined()) fail_undefined(callee);
-  type_error("'" + type_name(callee) + "' object is not callable");
+  type_error(std::string("'").append(type_name(callee)).append("' object is not callable"));
 }
 
 static std::string attr_hint(const Value& obj, const std::string& name) {
-  return "'" + object_repr(obj) + "' has no attribute '" + name + "'";
+  std::string r = "'";
+  r += object_repr(obj);
+  r += "' has no attribute '";
+  r += name;
+  r += "'";
+  return r;
 }
 
 Value Interpreter::getattr(const Value& obj, const std::string& name) {

@@ -186,7 +186,7 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
   if (k == 0) throw TemplateError("ValueError", "slice step cannot be zero");
   bool is_str = obj.is_string();
   if (!is_str && !(obj.is_list() && obj.list->kind != ListKind::Generator))
-    return Value::undefined("'" + object_repr(obj) + "' has no element slice");
+    return Value::undefined(std::string("'").append(object_repr(obj)).append("' has no element slice"));
   std::u32string u;
   if (is_str) u = text::to_u32(obj.str());
   int64_t len = is_str ? static_cast<int64_t>(u.size()) : static_cast<int64_t>(obj.list->items.size());

@@ -138,6 +138,7 @@ class Parser {
   }
 
   StmtPtr parse_statement() {
+    DepthGuard g(*this);
     Token tag = cur();
     const std::string& n = tag.value;
     next();

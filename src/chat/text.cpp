@@ -360,15 +360,24 @@ std::string float_repr(double d) {
   std::string out = neg ? "-" : "";
   if (decpt > -4 && decpt <= 16) {
     if (decpt <= 0) {
-      out += "0." + std::string(static_cast<size_t>(-decpt), '0') + digits;
+      out += "0.";
+      out.append(static_cast<size_t>(-decpt), '0');
+      out += digits;
     } else if (static_cast<size_t>(decpt) >= digits.size()) {
-      out += digits + std::string(static_cast<size_t>(decpt) - digits.size(), '0') + ".0";
+      out += digits;
+      out.append(static_cast<size_t>(decpt) - digits.size(), '0');
+      out += ".0";
     } else {
-      out += digits.substr(0, static_cast<size_t>(decpt)) + "." + digits.substr(static_cast<size_t>(decpt));
+      out.append(digits, 0, static_cast<size_t>(decpt));
+      out += '.';
+      out.append(digits, static_cast<size_t>(decpt));
     }
   } else {
-    out += digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    out += digits[0];
+    if (digits.size() > 1) {
+      out += '.';
+      out.append(digits, 1);
+    }
     std::snprintf(buf, sizeof buf, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
     out += buf;
   }
