@@ -29,6 +29,8 @@ std::string str_format(const std::string& fmt, const CallArgs& args);
 
 // Argument helpers shared by the builtins.
 int64_t to_int(const Value& v, const char* what);
+// Refuses paddings and widths that would build strings beyond any sane prompt (MemoryError).
+void check_width(int64_t width);
 [[noreturn]] void type_error(const std::string& msg);
 
 }  // namespace tessera::chat

@@ -35,7 +35,7 @@ Value lookup_path(Interpreter& in, Value item, const std::string& path, const Va
     size_t dot = path.find('.', start);
     std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    item = in.getitem(item, numeric ? Value::integer(std::stoll(part)) : Value::string(part));
+    item = in.getitem(item, numeric && part.size() < 18 ? Value::integer(std::stoll(part)) : Value::string(part));
     if (dflt && !dflt->is_none() && item.is_undefined()) item = *dflt;
     if (dot == std::string::npos) break;
     start = dot + 1;
@@ -89,6 +89,7 @@ Value f_capitalize(Interpreter&, const Value& v, CallArgs&) { return like(v, tex
 Value f_center(Interpreter&, const Value& v, CallArgs& a) {
   auto* w = a.get(0, "width");
   int64_t width = w ? to_int(*w, "width") : 80;
+  check_width(width);
   std::string s = soft_str(v);
   auto len = static_cast<int64_t>(text::length(s));
   if (width <= len) return Value::string(s);
@@ -222,8 +223,9 @@ Value f_format(Interpreter&, const Value& v, CallArgs& a) {
 
 Value f_indent(Interpreter&, const Value& v, CallArgs& a) {
   auto* w = a.get(0, "width");
-  std::string ind = w ? (w->is_string() ? w->str() : std::string(static_cast<size_t>(std::max<int64_t>(0, to_int(*w, "width"))), ' '))
-                      : std::string(4, ' ');
+  int64_t n = w && !w->is_string() ? to_int(*w, "width") : 4;
+  check_width(n);
+  std::string ind = w && w->is_string() ? w->str() : std::string(static_cast<size_t>(std::max<int64_t>(0, n)), ' ');
   bool first = arg_bool(a, 1, "first", false), blank = arg_bool(a, 2, "blank", false);
   std::string s = soft_str(v) + "\n";
   auto lines = text::splitlines(s, false);
@@ -426,8 +428,9 @@ Value f_tojson(Interpreter&, const Value& v, CallArgs& a) {
   auto* indent = a.get(1, "indent");
   if (indent && !indent->is_none()) {
     o.has_indent = true;
-    o.indent = indent->is_string() ? indent->str()
-                                   : std::string(static_cast<size_t>(std::max<int64_t>(0, to_int(*indent, "indent"))), ' ');
+    int64_t n = indent->is_string() ? 0 : to_int(*indent, "indent");
+    check_width(n);
+    o.indent = indent->is_string() ? indent->str() : std::string(static_cast<size_t>(std::max<int64_t>(0, n)), ' ');
     o.item_sep = ",";
   }
   auto* seps = a.get(2, "separators");

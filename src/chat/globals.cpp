@@ -19,6 +19,10 @@ int64_t to_int(const Value& v, const char* what) {
   type_error(std::string("'") + type_name(v) + "' object cannot be interpreted as an integer (" + what + ")");
 }
 
+void check_width(int64_t width) {
+  if (width > (int64_t{1} << 26)) throw TemplateError("MemoryError", "width " + std::to_string(width) + " is too large");
+}
+
 namespace {
 
 // Sandboxed range(): jinja2 refuses ranges longer than MAX_RANGE.
@@ -310,14 +314,14 @@ std::string format_spec(const Value& v, const std::string& spec) {
     ++i;
   }
   int width = 0;
-  while (i < spec.size() && isdigit(static_cast<unsigned char>(spec[i]))) width = width * 10 + (spec[i++] - '0');
+  while (i < spec.size() && isdigit(static_cast<unsigned char>(spec[i]))) width = std::min(width * 10 + (spec[i++] - '0'), 1 << 26);
   char group = 0;
   if (i < spec.size() && (spec[i] == ',' || spec[i] == '_')) group = spec[i++];
   int prec = -1;
   if (i < spec.size() && spec[i] == '.') {
     prec = 0;
     ++i;
-    while (i < spec.size() && isdigit(static_cast<unsigned char>(spec[i]))) prec = prec * 10 + (spec[i++] - '0');
+    while (i < spec.size() && isdigit(static_cast<unsigned char>(spec[i]))) prec = std::min(prec * 10 + (spec[i++] - '0'), 1000);
   }
   char type = i < spec.size() ? spec[i++] : 0;
   if (i != spec.size()) throw TemplateError("ValueError", "Invalid format specifier '" + spec + "'");
@@ -418,7 +422,7 @@ std::string str_format(const std::string& fmt, const CallArgs& args) {
     std::string name = field.substr(0, acc);
     Value v;
     if (name.empty() || std::all_of(name.begin(), name.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
-      size_t idx = name.empty() ? auto_index++ : std::stoul(name);
+      size_t idx = name.empty() ? auto_index++ : name.size() < 9 ? std::stoul(name) : SIZE_MAX;
       if (idx >= args.pos.size())
         throw TemplateError("IndexError", "Replacement index " + std::to_string(idx) + " out of range for positional args tuple");
       v = args.pos[idx];

@@ -22,6 +22,9 @@ void Frame::set(std::string_view name, Value v) {
   vars.emplace_back(std::string(name), std::move(v));
 }
 
+// Deep enough for any real template (a macro nesting 200 deep with expressions nested 10 deep).
+constexpr int kMaxEvalDepth = 2000;
+
 Interpreter::Interpreter(const RenderOptions& opts) : opts_(opts) {}
 
 std::string Interpreter::render(const Program& program, const Value& context) {
@@ -276,6 +279,12 @@ Value Interpreter::make_macro(const Stmt& s, const FramePtr& def, bool is_caller
 }
 
 Value Interpreter::eval(const Expr& e, const FramePtr& f) {
+  struct Guard {
+    int& d;
+    ~Guard() { --d; }
+  } guard{eval_depth_};
+  if (++eval_depth_ > kMaxEvalDepth)
+    throw TemplateError("RecursionError", "expressions and macro calls nested too deeply", e.line, e.column);
   try {
     return eval_inner(e, f);
   } catch (TemplateError& err) {

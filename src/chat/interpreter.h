@@ -18,7 +18,7 @@ struct RenderOptions {
   // The clock behind strftime_now (local time); unset means the real clock.
   std::function<std::tm()> now;
   int max_call_depth = 200;             // nested macro calls
-  int64_t max_loop_iterations = 10'000'000;  // all loops of one render together
+  int64_t max_loop_iterations = 1'000'000;  // all loops of one render together
   size_t max_output_bytes = 64u << 20;  // the output and any one string built by the template
 };
 
@@ -53,6 +53,7 @@ class Interpreter {
   enum class Flow { Normal, Break, Continue };
   const RenderOptions& opts_;
   int call_depth_ = 0;
+  int eval_depth_ = 0;  // nested expression evaluations, bounded to protect the native stack
   int64_t iterations_ = 0;
   std::vector<Value> block_inputs_;  // the body text of the innermost {% filter %} / {% set %} block
 

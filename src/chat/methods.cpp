@@ -159,6 +159,7 @@ Value m_format(const std::string& s, const CallArgs& a) { return Value::string(s
 
 Value justify(const std::string& s, const CallArgs& a, int mode, const char* method) {
   int64_t width = to_int(need(a, 0, "width", method), "width");
+  check_width(width);
   auto* f = a.get(1, "fillchar");
   std::string fill = f ? to_str(*f) : " ";
   if (text::length(fill) != 1) type_error("The fill character must be exactly one character long");
@@ -177,6 +178,7 @@ Value m_ljust(const std::string& s, const CallArgs& a) { return justify(s, a, -1
 Value m_rjust(const std::string& s, const CallArgs& a) { return justify(s, a, 1, "rjust"); }
 Value m_zfill(const std::string& s, const CallArgs& a) {
   int64_t width = to_int(need(a, 0, "width", "zfill"), "width");
+  check_width(width);
   auto len = static_cast<int64_t>(text::length(s));
   if (width <= len) return Value::string(s);
   std::string zeros(static_cast<size_t>(width - len), '0');

@@ -17,11 +17,18 @@ int64_t int_of(const Value& v) { return v.kind == Kind::Int ? v.i : v.b; }
   type_error("unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
 }
 
+// Bytes of `n` copies of something `unit` bytes long, saturating instead of overflowing.
+size_t repeated_size(size_t unit, int64_t n) {
+  size_t total;
+  return __builtin_mul_overflow(unit, static_cast<size_t>(n), &total) ? SIZE_MAX : total;
+}
+
 Value repeat(Interpreter& in, const Value& seq, int64_t n) {
   if (n < 0) n = 0;
   if (seq.is_string()) {
     const std::string& s = seq.str();
-    in.check_size(s.size() * static_cast<size_t>(n));
+    if (s.empty()) n = 0;
+    in.check_size(repeated_size(s.size(), n));
     std::string r;
     r.reserve(s.size() * static_cast<size_t>(n));
     for (int64_t k = 0; k < n; ++k) r += s;
@@ -30,7 +37,8 @@ Value repeat(Interpreter& in, const Value& seq, int64_t n) {
     return out;
   }
   auto& items = seq.list->items;
-  in.check_size(items.size() * static_cast<size_t>(n) * sizeof(Value));
+  if (items.empty()) n = 0;
+  in.check_size(repeated_size(items.size() * sizeof(Value), n));
   std::vector<Value> r;
   for (int64_t k = 0; k < n; ++k) r.insert(r.end(), items.begin(), items.end());
   return Value::new_list(std::move(r), seq.list->kind);

@@ -21,9 +21,22 @@ Value Value::undefined(std::string hint, bool unsafe) {
   return r;
 }
 
+static uint32_t depth_of(const Value& v) {
+  return v.kind == Kind::List ? v.list->depth : v.kind == Kind::Dict ? v.dict->depth : 0;
+}
+
+static void check_depth(uint32_t depth) {
+  if (depth > kMaxContainerDepth)
+    throw TemplateError("RecursionError", "lists and dicts nested more than " + std::to_string(kMaxContainerDepth) +
+                                              " deep");
+}
+
 Value Value::new_list(std::vector<Value> items, ListKind kind) {
+  uint32_t depth = 1;
+  for (auto& x : items) depth = std::max(depth, depth_of(x) + 1);
+  check_depth(depth);
   Value r = make(Kind::List);
-  r.list = std::make_shared<List>(List{std::move(items), kind});
+  r.list = std::make_shared<List>(List{std::move(items), kind, depth});
   return r;
 }
 
@@ -54,6 +67,9 @@ const Value* Dict::find(const Value& key) const {
 }
 
 void Dict::set(Value key, Value value) {
+  uint32_t d = std::max(depth_of(key), depth_of(value)) + 1;
+  check_depth(d);
+  depth = std::max(depth, d);
   for (auto& [k, v] : items)
     if (equals(k, key)) {
       v = std::move(value);
@@ -170,7 +186,7 @@ bool less(const Value& a, const Value& b) {
 static void append_repr(const Value& v, std::string& out, int depth);
 
 static void append_container(const Value& v, std::string& out, int depth) {
-  if (depth > 200) throw TemplateError("RecursionError", "maximum recursion depth exceeded while getting repr");
+  if (depth > 1000) throw TemplateError("RecursionError", "maximum recursion depth exceeded while getting repr");
   if (v.kind == Kind::List) {
     bool tuple = v.list->kind == ListKind::Tuple;
     out += tuple ? '(' : '[';
@@ -266,7 +282,7 @@ static void json_float(double f, std::string& out) {
 }
 
 static void dump(const Value& v, const JsonOptions& o, int level, std::string& out) {
-  if (level > 500) throw TemplateError("RecursionError", "maximum recursion depth exceeded while encoding a JSON object");
+  if (level > 1000) throw TemplateError("RecursionError", "maximum recursion depth exceeded while encoding a JSON object");
   auto newline = [&](int lvl) {
     out += '\n';
     for (int i = 0; i < lvl; ++i) out += o.indent;

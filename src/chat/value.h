@@ -26,14 +26,19 @@ enum class ListKind : uint8_t { List, Tuple, Generator };
 // objects such as `loop` and cycler().
 enum class DictKind : uint8_t { Dict, Namespace, Object };
 
+// Containers built by a template may nest at most this deep (values are freed recursively).
+constexpr uint32_t kMaxContainerDepth = 500;
+
 struct List {
   std::vector<Value> items;
   ListKind kind = ListKind::List;
+  uint32_t depth = 1;
 };
 
 struct Dict {
   std::vector<std::pair<Value, Value>> items;
   DictKind kind = DictKind::Dict;
+  uint32_t depth = 1;
   const Value* find(std::string_view key) const;
   const Value* find(const Value& key) const;
   void set(Value key, Value value);
