@@ -11,7 +11,12 @@ transformers.utils.chat_template_utils.render_jinja_template, with strftime_now 
 With --bench FILE.json it also times transformers rendering FILE.json through the Qwen3 and
 Llama 3.1 templates (the peer of bench/chat/bench_chat_template).
 
-Needs Python 3.12 with transformers (5.x) and jinja2:
+Without transformers installed it falls back to Jinja2 set up exactly as transformers' renderer
+sets it up (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, the
+`generation` tag, tojson, raise_exception, strftime_now; tools and documents passed as None when
+absent) and says so; the reference renders show the two agree byte for byte.
+
+Meant for Python 3.12 with transformers (5.x) and jinja2:
   python3 scripts/make_chat_goldens.py TEMPLATES_DIR tests/chat/contexts \\
       tests/chat/goldens/own_renders.jsonl --bench bench/chat/conversation_10.json
 """
@@ -24,8 +29,6 @@ import sys
 import time
 
 import jinja2
-import transformers
-from transformers.utils import chat_template_utils
 
 FROZEN_NOW = datetime.datetime(2024, 9, 3, 12, 0, 0)
 
@@ -36,14 +39,60 @@ class FrozenDatetime(datetime.datetime):
         return FROZEN_NOW
 
 
-# transformers' strftime_now calls datetime.now() from this module; freeze it before any template
-# is compiled (compiled templates are cached).
-chat_template_utils.datetime = FrozenDatetime
+try:
+    import transformers
+    from transformers.utils import chat_template_utils
+
+    # transformers' strftime_now calls datetime.now() from this module; freeze it before any
+    # template is compiled (compiled templates are cached).
+    chat_template_utils.datetime = FrozenDatetime
+    RENDERER = f"transformers {transformers.__version__}, jinja2 {jinja2.__version__}"
+except ImportError:
+    chat_template_utils = None
+    RENDERER = f"jinja2 {jinja2.__version__} set up as transformers' renderer (transformers not installed)"
+
+
+def jinja2_env():
+    from jinja2 import nodes
+    from jinja2.ext import Extension, loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class GenerationTag(Extension):
+        tags = {"generation"}
+
+        def parse(self, parser):
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return nodes.CallBlock(self.call_method("_render", []), [], [], body).set_lineno(lineno)
+
+        def _render(self, caller):
+            return caller()
+
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: FROZEN_NOW.strftime(fmt)
+    return env
+
+
+_compiled = {}
 
 
 def render(template_src, ctx):
     ctx = dict(ctx)
     messages = ctx.pop("messages")
+    if chat_template_utils is None:
+        if template_src not in _compiled:
+            _compiled[template_src] = jinja2_env().from_string(template_src)
+        return _compiled[template_src].render(
+            messages=messages, tools=ctx.pop("tools", None), documents=ctx.pop("documents", None),
+            add_generation_prompt=ctx.pop("add_generation_prompt", False), **ctx)
     rendered = chat_template_utils.render_jinja_template(
         conversations=[messages],
         tools=ctx.pop("tools", None),
@@ -83,12 +132,12 @@ def main():
                 except Exception as e:  # the template raised: the engine must raise too
                     rec.update(ok=False, output=None, error=f"{type(e).__name__}: {e}")
                 fo.write(json.dumps(rec, ensure_ascii=False) + "\n")
-    print(f"transformers {transformers.__version__}, jinja2 {jinja2.__version__}: "
-          f"{len(templates)} templates x {len(contexts)} contexts, {n_ok} rendered -> {args.out}")
+    print(f"{RENDERER}: {len(templates)} templates x {len(contexts)} contexts, {n_ok} rendered -> {args.out}")
 
     if args.bench:
         ctx = json.loads(args.bench.read_text(encoding="utf-8"))
-        print("| template | transformers render median (µs) | p90 (µs) |")
+        print(f"{RENDERER}:")
+        print("| template | Python render median (µs) | p90 (µs) |")
         print("|---|---:|---:|")
         for name in ("Qwen-Qwen3-0.6B.jinja", "meta-llama-Llama-3.1-8B-Instruct.jinja",
                      "Qwen-Qwen2.5-7B-Instruct.jinja", "openai-gpt-oss-120b.jinja"):

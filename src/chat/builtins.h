@@ -13,6 +13,8 @@ using TestFn = bool (*)(Interpreter&, const Value&, CallArgs&);
 
 FilterFn find_filter(std::string_view name);  // nullptr when unknown
 TestFn find_test(std::string_view name);
+// Raises TypeError when a test gets more arguments than it takes (as calling the Python test would).
+void check_test_arity(std::string_view name, const CallArgs& args);
 
 // Whether `obj.name` is a method: Safe (callable), Unsafe (mutates: the sandbox blocks it), or None.
 enum class MethodAccess { None, Safe, Unsafe };

@@ -14,6 +14,19 @@ using Items = std::vector<Value>;
 
 Value generator(Items items) { return Value::new_list(std::move(items), ListKind::Generator); }
 
+// jinja2's generator filters (map, select, items, batch, unique, ...) run only when consumed: an
+// error they hit is kept in the generator and raised when something iterates it.
+template <FilterFn F>
+Value lazy(Interpreter& in, const Value& v, CallArgs& a) {
+  try {
+    return F(in, v, a);
+  } catch (const TemplateError&) {
+    Value g = generator({});
+    g.list->deferred_error = std::current_exception();
+    return g;
+  }
+}
+
 bool arg_bool(const CallArgs& a, size_t i, const char* name, bool dflt) {
   auto* v = a.get(i, name);
   return v ? truthy(*v) : dflt;
@@ -85,6 +98,13 @@ Value f_batch(Interpreter& in, const Value& v, CallArgs& a) {
 }
 
 Value f_capitalize(Interpreter&, const Value& v, CallArgs&) { return like(v, text::capitalize(soft_str(v))); }
+
+// Filters that call a str method on their input directly (no str() conversion first).
+const std::string& need_str(const Value& v, const char* method) {
+  if (v.is_undefined()) fail_undefined(v);
+  if (!v.is_string()) throw TemplateError("AttributeError", "'" + type_name(v) + "' object has no attribute '" + method + "'");
+  return v.str();
+}
 
 Value f_center(Interpreter&, const Value& v, CallArgs& a) {
   auto* w = a.get(0, "width");
@@ -227,7 +247,7 @@ Value f_indent(Interpreter&, const Value& v, CallArgs& a) {
   check_width(n);
   std::string ind = w && w->is_string() ? w->str() : std::string(static_cast<size_t>(std::max<int64_t>(0, n)), ' ');
   bool first = arg_bool(a, 1, "first", false), blank = arg_bool(a, 2, "blank", false);
-  std::string s = soft_str(v) + "\n";
+  std::string s = need_str(v, "splitlines") + "\n";
   auto lines = text::splitlines(s, false);
   std::string rv;
   if (blank) {
@@ -450,7 +470,7 @@ Value f_trim(Interpreter&, const Value& v, CallArgs& a) {
   return like(v, text::strip(soft_str(v), c, true, true));
 }
 
-Value f_truncate(Interpreter&, const Value& v, CallArgs& a) {
+Value f_truncate(Interpreter& in, const Value& v, CallArgs& a) {
   auto* l = a.get(0, "length");
   int64_t length = l ? to_int(*l, "length") : 255;
   bool killwords = arg_bool(a, 1, "killwords", false);
@@ -458,6 +478,11 @@ Value f_truncate(Interpreter&, const Value& v, CallArgs& a) {
   std::string end = e ? to_str(*e) : "...";
   auto* lp = a.get(3, "leeway");
   int64_t leeway = lp ? to_int(*lp, "leeway") : 5;
+  if (!v.is_string()) {  // jinja2 measures the value itself with len()
+    CallArgs none;
+    if (to_int(f_length(in, v, none), "len") <= length + leeway) return v;
+    need_str(v, "rsplit");
+  }
   auto u = text::to_u32(soft_str(v));
   auto end_len = static_cast<int64_t>(text::length(end));
   if (static_cast<int64_t>(u.size()) <= length + leeway) return Value::string(text::from_u32(u));
@@ -499,17 +524,17 @@ Value f_wordcount(Interpreter&, const Value& v, CallArgs&) {
 
 const std::unordered_map<std::string_view, FilterFn>& table() {
   static const std::unordered_map<std::string_view, FilterFn> t = {
-      {"abs", f_abs},           {"attr", f_attr},           {"batch", f_batch},         {"capitalize", f_capitalize},
+      {"abs", f_abs},           {"attr", f_attr},           {"batch", lazy<f_batch>},         {"capitalize", f_capitalize},
       {"center", f_center},     {"count", f_length},        {"d", f_default},           {"default", f_default},
       {"dictsort", f_dictsort}, {"e", f_escape},            {"escape", f_escape},       {"first", f_first},
       {"float", f_float},       {"format", f_format},       {"indent", f_indent},       {"int", f_int},
-      {"items", f_items},       {"join", f_join},           {"last", f_last},           {"length", f_length},
-      {"list", f_list},         {"lower", f_lower},         {"map", f_map},             {"max", f_max},
-      {"min", f_min},           {"reject", f_reject},       {"rejectattr", f_rejectattr}, {"replace", f_replace},
-      {"reverse", f_reverse},   {"round", f_round},         {"safe", f_safe},           {"select", f_select},
-      {"selectattr", f_selectattr}, {"sort", f_sort},       {"string", f_string},       {"sum", f_sum},
+      {"items", lazy<f_items>},       {"join", f_join},           {"last", f_last},           {"length", f_length},
+      {"list", f_list},         {"lower", f_lower},         {"map", lazy<f_map>},             {"max", f_max},
+      {"min", f_min},           {"reject", lazy<f_reject>},       {"rejectattr", lazy<f_rejectattr>}, {"replace", f_replace},
+      {"reverse", f_reverse},   {"round", f_round},         {"safe", f_safe},           {"select", lazy<f_select>},
+      {"selectattr", lazy<f_selectattr>}, {"sort", f_sort},       {"string", f_string},       {"sum", f_sum},
       {"title", f_title},       {"tojson", f_tojson},       {"trim", f_trim},           {"truncate", f_truncate},
-      {"unique", f_unique},     {"upper", f_upper},         {"wordcount", f_wordcount},
+      {"unique", lazy<f_unique>},     {"upper", f_upper},         {"wordcount", f_wordcount},
   };
   return t;
 }

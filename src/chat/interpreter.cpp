@@ -205,8 +205,10 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const FramePtr& f, std::s
                    *has_changed = true;
                    return Value::boolean(!same);
                  }));
-  frame->set("loop", loop);
   for (int64_t i = 0; i < n; ++i) {
+    // Variables set in the body do not survive into the next iteration (jinja2 re-initialises them).
+    frame->vars.clear();
+    frame->vars.emplace_back("loop", loop);
     count_iterations(1);
     *index0 = i;
     L[0].second = Value::integer(i);
@@ -458,7 +460,7 @@ Value Interpreter::getitem(const Value& obj, const Value& key) {
   if (obj.is_undefined()) fail_undefined(obj);
   if (obj.is_mapping()) {
     if (auto* v = obj.dict->find(key)) return *v;
-  } else if ((obj.is_list() && obj.list->kind != ListKind::Generator) || obj.is_string()) {
+  } else if (obj.is_sequence() || obj.is_string()) {
     if (key.kind == Kind::Int || key.kind == Kind::Bool) {
       int64_t i = key.kind == Kind::Int ? key.i : key.b;
       if (obj.is_list()) {
@@ -498,6 +500,7 @@ Value Interpreter::filter(const std::string& name, const Value& input, CallArgs&
 bool Interpreter::test(const std::string& name, const Value& input, CallArgs& args) {
   TestFn fn = find_test(name);
   if (!fn) throw TemplateError("TemplateRuntimeError", "No test named '" + name + "' found.");
+  check_test_arity(name, args);
   return fn(*this, input, args);
 }
 
@@ -506,6 +509,7 @@ std::vector<Value> Interpreter::iterate(const Value& v) {
     case Kind::Undefined:
       return {};
     case Kind::List:
+      if (v.list->deferred_error) std::rethrow_exception(v.list->deferred_error);
       return v.list->items;
     case Kind::Dict:
       if (v.dict->kind == DictKind::Dict) {

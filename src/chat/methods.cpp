@@ -136,7 +136,10 @@ Value m_join(const std::string& s, const CallArgs& a) {
   const Value& it = need(a, 0, "iterable", "join");
   if (it.is_undefined()) return Value::string("");
   std::vector<Value> items;
-  if (it.is_list()) items = it.list->items;
+  if (it.is_list()) {
+    if (it.list->deferred_error) std::rethrow_exception(it.list->deferred_error);
+    items = it.list->items;
+  }
   else if (it.is_mapping()) for (auto& [k, v] : it.dict->items) items.push_back(k);
   else if (it.is_string()) for (size_t p = 0; p < it.str().size();) {
     size_t q = p;
@@ -257,7 +260,7 @@ MethodAccess method_access(const Value& obj, std::string_view name) {
       if (one_of(name, {"pop", "popitem", "setdefault", "update", "clear"})) return MethodAccess::Unsafe;
       return MethodAccess::None;
     case Kind::List:
-      if (obj.list->kind == ListKind::Generator) return MethodAccess::None;
+      if (!obj.is_sequence()) return MethodAccess::None;
       if (one_of(name, {"count", "index"})) return MethodAccess::Safe;
       if (obj.list->kind == ListKind::Tuple) return MethodAccess::None;
       if (name == "copy") return MethodAccess::Safe;
@@ -298,7 +301,8 @@ Value call_method(Interpreter&, const Value& obj, const std::string& name, CallA
       if (name == "items") out.push_back(Value::new_list({k, v}, ListKind::Tuple));
       else out.push_back(name == "keys" ? k : v);
     }
-    return Value::new_list(std::move(out));
+    return Value::new_list(std::move(out), name == "items" ? ListKind::DictItems
+                                           : name == "keys" ? ListKind::DictKeys : ListKind::DictValues);
   }
   auto& items = obj.list->items;
   if (name == "copy") return Value::new_list(items);

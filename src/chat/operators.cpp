@@ -44,9 +44,7 @@ Value repeat(Interpreter& in, const Value& seq, int64_t n) {
   return Value::new_list(std::move(r), seq.list->kind);
 }
 
-bool is_sequence_for_repeat(const Value& v) {
-  return v.is_string() || (v.is_list() && v.list->kind != ListKind::Generator);
-}
+bool is_sequence_for_repeat(const Value& v) { return v.is_string() || v.is_sequence(); }
 
 }  // namespace
 
@@ -80,7 +78,7 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
         // Markup + str escapes the plain side (markupsafe semantics).
         return Value::markup_string(a.markup ? a.str() + text::html_escape(b.str()) : text::html_escape(a.str()) + b.str());
       }
-      if (a.is_list() && b.is_list() && a.list->kind == b.list->kind && a.list->kind != ListKind::Generator) {
+      if (a.is_sequence() && b.is_sequence() && a.list->kind == b.list->kind) {
         std::vector<Value> items = a.list->items;
         items.insert(items.end(), b.list->items.begin(), b.list->items.end());
         return Value::new_list(std::move(items), a.list->kind);
@@ -170,6 +168,7 @@ bool contains(const Value& container, const Value& item) {
         type_error("'in <string>' requires string as left operand, not " + type_name(item));
       return container.str().find(item.str()) != std::string::npos;
     case Kind::List:
+      if (container.list->deferred_error) std::rethrow_exception(container.list->deferred_error);
       for (auto& x : container.list->items)
         if (equals(x, item)) return true;
       return false;
@@ -193,8 +192,10 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
   int64_t k = st.value_or(1);
   if (k == 0) throw TemplateError("ValueError", "slice step cannot be zero");
   bool is_str = obj.is_string();
-  if (!is_str && !(obj.is_list() && obj.list->kind != ListKind::Generator))
-    return Value::undefined(std::string("'").append(object_repr(obj)).append("' has no element slice"));
+  // jinja2 compiles slices to plain Python subscripts, so unsliceable values raise.
+  if (obj.is_mapping()) type_error("unhashable type: 'slice'");
+  if (!is_str && !obj.is_sequence())
+    type_error(std::string("'").append(type_name(obj)).append("' object is not subscriptable"));
   std::u32string u;
   if (is_str) u = text::to_u32(obj.str());
   int64_t len = is_str ? static_cast<int64_t>(u.size()) : static_cast<int64_t>(obj.list->items.size());

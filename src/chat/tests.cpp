@@ -32,7 +32,7 @@ bool t_iterable(Interpreter&, const Value& v, CallArgs&) {
 }
 // len() and __getitem__ both exist (Undefined has both, generators have neither).
 bool t_sequence(Interpreter&, const Value& v, CallArgs&) {
-  return v.is_undefined() || v.is_string() || (v.is_list() && v.list->kind != ListKind::Generator) || v.is_mapping();
+  return v.is_undefined() || v.is_string() || v.is_sequence() || v.is_mapping();
 }
 
 int64_t int_arg(const Value& v) {
@@ -97,6 +97,19 @@ const std::unordered_map<std::string_view, TestFn>& table() {
 }
 
 }  // namespace
+
+void check_test_arity(std::string_view name, const CallArgs& args) {
+  static const std::unordered_map<std::string_view, size_t> one_arg = {
+      {"divisibleby", 1}, {"eq", 1}, {"equalto", 1}, {"==", 1}, {"ne", 1}, {"!=", 1}, {"lt", 1}, {"lessthan", 1},
+      {"<", 1}, {"le", 1}, {"<=", 1}, {"gt", 1}, {"greaterthan", 1}, {">", 1}, {"ge", 1}, {">=", 1}, {"in", 1},
+      {"sameas", 1}};
+  auto it = one_arg.find(name);
+  size_t max = it == one_arg.end() ? 0 : it->second;
+  size_t given = args.pos.size() + args.kw.size();
+  if (given > max)
+    type_error("test_" + std::string(name) + "() takes " + std::to_string(max + 1) + " positional argument" +
+               (max ? "s" : "") + " but " + std::to_string(given + 1) + " were given");
+}
 
 TestFn find_test(std::string_view name) {
   auto& t = table();

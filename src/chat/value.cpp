@@ -36,7 +36,7 @@ Value Value::new_list(std::vector<Value> items, ListKind kind) {
   for (auto& x : items) depth = std::max(depth, depth_of(x) + 1);
   check_depth(depth);
   Value r = make(Kind::List);
-  r.list = std::make_shared<List>(List{std::move(items), kind, depth});
+  r.list = std::make_shared<List>(List{std::move(items), kind, depth, nullptr});
   return r;
 }
 
@@ -98,7 +98,14 @@ std::string type_name(const Value& v) {
     case Kind::Float: return "float";
     case Kind::String: return "str";
     case Kind::List:
-      return v.list->kind == ListKind::Tuple ? "tuple" : v.list->kind == ListKind::Generator ? "generator" : "list";
+      switch (v.list->kind) {
+        case ListKind::Tuple: return "tuple";
+        case ListKind::Generator: return "generator";
+        case ListKind::DictKeys: return "dict_keys";
+        case ListKind::DictValues: return "dict_values";
+        case ListKind::DictItems: return "dict_items";
+        default: return "list";
+      }
     case Kind::Dict:
       return v.dict->kind == DictKind::Namespace ? "Namespace" : v.dict->kind == DictKind::Object ? "object" : "dict";
     case Kind::Callable: return "function";
@@ -139,10 +146,16 @@ bool equals(const Value& a, const Value& b) {
     case Kind::String: return a.s == b.s || *a.s == *b.s;
     case Kind::List: {
       if (a.list == b.list) return true;
-      if (a.list->kind != b.list->kind || a.list->kind == ListKind::Generator) return false;
+      if (a.list->kind != b.list->kind || a.list->kind == ListKind::Generator || a.list->kind == ListKind::DictValues)
+        return false;
       auto& x = a.list->items;
       auto& y = b.list->items;
       if (x.size() != y.size()) return false;
+      if (a.list->kind != ListKind::List && a.list->kind != ListKind::Tuple) {  // keys/items views compare as sets
+        for (auto& v : x)
+          if (std::none_of(y.begin(), y.end(), [&](const Value& w) { return equals(v, w); })) return false;
+        return true;
+      }
       for (size_t i = 0; i < x.size(); ++i)
         if (!equals(x[i], y[i])) return false;
       return true;
@@ -170,7 +183,7 @@ bool less(const Value& a, const Value& b) {
     return (a.kind == Kind::Int ? a.i : a.b) < (b.kind == Kind::Int ? b.i : b.b);
   }
   if (a.is_string() && b.is_string()) return *a.s < *b.s;
-  if (a.is_list() && b.is_list() && a.list->kind == b.list->kind && a.list->kind != ListKind::Generator) {
+  if (a.is_sequence() && b.is_sequence() && a.list->kind == b.list->kind) {
     auto& x = a.list->items;
     auto& y = b.list->items;
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
@@ -219,10 +232,15 @@ static void append_object(const Value& v, std::string& out, int depth) {
     case Kind::Int: out += std::to_string(v.i); break;
     case Kind::Float: out += text::float_repr(v.f); break;
     case Kind::List:
-      if (v.list->kind == ListKind::Generator)
+      if (v.list->kind == ListKind::Generator) {
         out += "<generator object>";
-      else
+      } else if (v.is_sequence()) {
         append_container(v, out, depth);
+      } else {  // dict_keys([...])
+        out += type_name(v) + "(";
+        append_container(Value::new_list(v.list->items), out, depth);
+        out += ")";
+      }
       break;
     case Kind::Dict:
       if (v.dict->kind == DictKind::Namespace) {
@@ -297,7 +315,7 @@ static void dump(const Value& v, const JsonOptions& o, int level, std::string& o
     case Kind::Float: json_float(v.f, out); return;
     case Kind::String: text::json_escape(*v.s, out, o.ensure_ascii); return;
     case Kind::List: {
-      if (v.list->kind == ListKind::Generator) not_serializable();
+      if (!v.is_sequence()) not_serializable();
       auto& items = v.list->items;
       if (items.empty()) {
         out += "[]";

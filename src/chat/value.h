@@ -3,6 +3,7 @@
 // Containers are shared (Python reference semantics); dicts keep insertion order.
 #pragma once
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,8 +21,9 @@ struct CallArgs;
 
 enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, String, List, Dict, Callable };
 // List flavours: a tuple prints with parentheses; a generator (from map/select/...) cannot be
-// measured or serialised, exactly as in Python.
-enum class ListKind : uint8_t { List, Tuple, Generator };
+// measured, indexed or serialised, and dict views (d.keys(), d.values(), d.items()) cannot be
+// indexed or serialised, exactly as in Python.
+enum class ListKind : uint8_t { List, Tuple, Generator, DictKeys, DictValues, DictItems };
 // Namespace: namespace() objects (attributes assignable with {% set ns.x %}); Object: attribute-only
 // objects such as `loop` and cycler().
 enum class DictKind : uint8_t { Dict, Namespace, Object };
@@ -33,6 +35,8 @@ struct List {
   std::vector<Value> items;
   ListKind kind = ListKind::List;
   uint32_t depth = 1;
+  // A generator whose filter failed: Python raises only once it is consumed, so do we.
+  std::exception_ptr deferred_error;
 };
 
 struct Dict {
@@ -79,6 +83,10 @@ struct Value {
   bool is_dict() const { return kind == Kind::Dict; }
   bool is_number() const { return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool; }
   bool is_mapping() const { return kind == Kind::Dict && dict->kind == DictKind::Dict; }
+  // A list or tuple: indexable, sliceable, concatenable.
+  bool is_sequence() const {
+    return kind == Kind::List && (list->kind == ListKind::List || list->kind == ListKind::Tuple);
+  }
   const std::string& str() const { return *s; }
   double as_double() const { return kind == Kind::Float ? f : kind == Kind::Int ? static_cast<double>(i) : b; }
 

@@ -72,6 +72,8 @@ TEST(ChatEngine, Loops) {
        "1a2b11a2b2"},
       {"{% for x in [3, 3, 4] %}{{ loop.changed(x) }}{% endfor %}", "TrueFalseTrue"},
       {"{% for i in range(1, 10, 3) %}{{ i }}{% endfor %}{% for i in range(3, 0, -1) %}{{ i }}{% endfor %}", "147321"},
+      // A variable set in one iteration is gone in the next (jinja2 re-initialises the loop body's names).
+      {"{% for x in 'ab' %}{% if loop.first %}{% set v = x %}{% endif %}[{{ v }}]{% endfor %}", "[a][]"},
   });
 }
 
@@ -131,6 +133,8 @@ TEST(ChatEngine, Expressions) {
       {"{{ d.a }}{{ d['a'] }}{{ d.get('a') }}{{ d.b }}{{ l[1] }}{{ l.0 }}", "111None20"},
   }, {{"d", {{"a", 1}, {"b", nullptr}}}, {"l", {0, 2}}});
   EXPECT_EQ(error_type("{{ 1 / 0 }}"), "ZeroDivisionError");
+  EXPECT_EQ(error_type("{% set n = none %}{{ n[:2] }}"), "TypeError");  // slices are plain Python subscripts
+  EXPECT_EQ(error_type("{% set d = {} %}{{ d[1:] }}"), "TypeError");
   EXPECT_EQ(error_type("{{ 'a' + 1 }}"), "TypeError");
   EXPECT_EQ(error_type("{{ 'a' < 1 }}"), "TypeError");
   EXPECT_EQ(error_type("{{ 'a' + {} }}"), "TypeError");
@@ -213,6 +217,11 @@ TEST(ChatEngine, Filters) {
   EXPECT_EQ(error_type("{{ 'abc' | items | list }}"), "TypeError");
   EXPECT_EQ(error_type("{{ 'x' | from_json }}"), "TemplateRuntimeError");
   EXPECT_EQ(error_type("{{ [1] | map('string') | length }}"), "TypeError");
+  // Generator filters fail only when consumed, as in Python.
+  EXPECT_EQ(render("{% set g = 5 | map('upper') %}ok"), "ok");
+  EXPECT_EQ(error_type("{% set g = 5 | map('upper') %}{{ g | list }}"), "TypeError");
+  EXPECT_EQ(error_type("{{ 'abc' | indent }}{{ [1] | indent }}"), "AttributeError");
+  EXPECT_EQ(render("{{ [1, 2] | truncate(5) }}"), "[1, 2]");
 }
 
 TEST(ChatEngine, Methods) {
@@ -235,7 +244,12 @@ TEST(ChatEngine, Methods) {
        "2 1 True True True"},
       {"{% set d = {'items': 5} %}{{ d.items is defined }} {{ d['items'] }} {{ d.items() | list }}",
        "True 5 [('items', 5)]"},
+      {"{% set d = {'a': 1, 'b': 2} %}{{ d.keys() }} {{ d.values() | list }} {{ d.items() | length }} {{ 'a' in d.keys() }} "
+       "{{ d.keys() | join(',') }} {{ d.items() | first }}",
+       "dict_keys(['a', 'b']) [1, 2] 2 True a,b ('a', 1)"},
   });
+  EXPECT_EQ(error_type("{{ {'a': 1}.keys() | tojson }}"), "TypeError");
+  EXPECT_EQ(error_type("{{ 1 is boolean [2] }}"), "TypeError");  // tests check their arity
 }
 
 TEST(ChatEngine, UndefinedAndSandbox) {
