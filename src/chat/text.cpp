@@ -128,28 +128,91 @@ static std::string map_cp(std::string_view s, F f) {
   return r;
 }
 
-std::string upper(std::string_view s) { return map_cp(s, to_upper); }
-std::string lower(std::string_view s) { return map_cp(s, to_lower); }
+// Python's full case mappings that expand to several code points (SpecialCasing.txt, the common ones).
+static const char* special_upper(char32_t c) {
+  switch (c) {
+    case 0xDF: return "SS";
+    case 0x149: return "\u02BCN";
+    case 0xFB00: return "FF";
+    case 0xFB01: return "FI";
+    case 0xFB02: return "FL";
+    case 0xFB03: return "FFI";
+    case 0xFB04: return "FFL";
+    case 0xFB05:
+    case 0xFB06: return "ST";
+    default: return nullptr;
+  }
+}
+static const char* special_title(char32_t c) {
+  switch (c) {
+    case 0xDF: return "Ss";
+    case 0xFB00: return "Ff";
+    case 0xFB01: return "Fi";
+    case 0xFB02: return "Fl";
+    case 0xFB03: return "Ffi";
+    case 0xFB04: return "Ffl";
+    case 0xFB05:
+    case 0xFB06: return "St";
+    default: return nullptr;
+  }
+}
+
+std::string upper(std::string_view s) {
+  std::string r;
+  r.reserve(s.size());
+  for (size_t p = 0; p < s.size();) {
+    char32_t c = decode(s, p);
+    if (auto* sp = c >= 0xDF ? special_upper(c) : nullptr)
+      r += sp;
+    else
+      encode(to_upper(c), r);
+  }
+  return r;
+}
+
+std::string lower(std::string_view s) {
+  std::string r;
+  r.reserve(s.size());
+  for (size_t p = 0; p < s.size();) {
+    char32_t c = decode(s, p);
+    if (c == 0x130)
+      r += "i\u0307";  // İ lowers to i + combining dot above
+    else
+      encode(to_lower(c), r);
+  }
+  return r;
+}
 std::string swapcase(std::string_view s) {
   return map_cp(s, [](char32_t c) { return is_upper(c) ? to_lower(c) : is_lower(c) ? to_upper(c) : c; });
 }
 
+static void append_title(char32_t c, std::string& out) {
+  if (auto* sp = c >= 0xDF ? special_title(c) : nullptr)
+    out += sp;
+  else
+    encode(to_title(c), out);
+}
+
 std::string capitalize(std::string_view s) {
-  bool first = true;
-  return map_cp(s, [&](char32_t c) {
-    char32_t r = first ? to_title(c) : to_lower(c);
-    first = false;
-    return r;
-  });
+  if (s.empty()) return {};
+  size_t p = 0;
+  std::string r;
+  append_title(decode(s, p), r);
+  return r + lower(s.substr(p));
 }
 
 std::string py_title(std::string_view s) {
   bool prev_cased = false;
-  return map_cp(s, [&](char32_t c) {
-    char32_t r = prev_cased ? to_lower(c) : to_title(c);
+  std::string r;
+  for (size_t p = 0; p < s.size();) {
+    char32_t c = decode(s, p);
+    if (prev_cased)
+      encode(to_lower(c), r);
+    else
+      append_title(c, r);
     prev_cased = is_cased(c);
-    return r;
-  });
+  }
+  return r;
 }
 
 std::string jinja_title(std::string_view s) {

@@ -262,7 +262,9 @@ static void append_object(const Value& v, std::string& out, int depth) {
 }
 
 static void append_repr(const Value& v, std::string& out, int depth) {
-  if (v.kind == Kind::String)
+  if (v.kind == Kind::String && v.markup)
+    out += "Markup(" + text::repr(*v.s) + ")";
+  else if (v.kind == Kind::String)
     out += text::repr(*v.s);
   else if (v.kind == Kind::Undefined)
     out += "Undefined";

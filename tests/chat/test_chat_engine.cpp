@@ -154,7 +154,7 @@ TEST(ChatEngine, Tests) {
       {"{{ [1] | map('string') is iterable }} {{ [1] | map('string') is sequence }} {{ x is iterable }}",
        "True False True"},
   });
-  EXPECT_EQ(error_type("{{ 1 is nosuchtest }}"), "TemplateRuntimeError");
+  EXPECT_EQ(error_type("{{ 1 is nosuchtest }}"), "TemplateAssertionError");
 }
 
 TEST(ChatEngine, Filters) {
@@ -205,8 +205,10 @@ TEST(ChatEngine, Filters) {
        "['A', 'B'] [1] ['dz'] []"},
       {"{{ {'a': 1} | items | list }} {{ x | items | list }} {{ 'abc' | reverse }} {{ [1, 2] | reverse | list }}",
        "[('a', 1)] [] cba [2, 1]"},
+      {"{{ 'straße' | upper }} {{ 'ßa'.title() }} {{ 'ßA'.capitalize() }} {{ 'İ' | lower | length }}", "STRASSE Ssa Ssa 2"},
       {"{{ 'ÄbC' | lower }} {{ 'a-b' | upper }} {{ 'abc' | replace('b', 'X') }} {{ 'aaa' | replace('a', 'b', 2) }}",
        "äbc A-B aXc bba"},
+      {"{{ ['x' | safe] }}", "[Markup('x')]"},
       {"{{ 'x'|safe + '<b>' }} {{ ('<a>'|safe) ~ '<b>' }} {{ '<&>' | e }} {{ '<' | escape | escape }}",
        "x&lt;b&gt; <a><b> &lt;&amp;&gt; &lt;"},
       {"{{ 'abcdefghij' | truncate(7, leeway=0) }} {{ 'abcdefghij' | truncate(7) }} {{ 'ab' | center(6) }}|",
@@ -215,7 +217,12 @@ TEST(ChatEngine, Filters) {
   EXPECT_EQ(error_type("{{ x | tojson }}"), "TypeError");
   EXPECT_EQ(error_type("{{ [1] | map('string') | tojson }}"), "TypeError");
   EXPECT_EQ(error_type("{{ 'abc' | items | list }}"), "TypeError");
-  EXPECT_EQ(error_type("{{ 'x' | from_json }}"), "TemplateRuntimeError");
+  // Unknown filters fail the whole template, except inside if statements and inline ifs where
+  // they fail only when evaluated (jinja2's compile-time check).
+  EXPECT_EQ(error_type("{{ 'x' | from_json }}"), "TemplateAssertionError");
+  EXPECT_EQ(error_type("{% for x in [] %}{{ x | from_json }}{% endfor %}"), "TemplateAssertionError");
+  EXPECT_EQ(render("{% if false %}{{ x | from_json }}{% endif %}{{ 1 if true else (x | from_json) }}"), "1");
+  EXPECT_EQ(error_type("{% if true %}{{ x | from_json }}{% endif %}"), "TemplateRuntimeError");
   EXPECT_EQ(error_type("{{ [1] | map('string') | length }}"), "TypeError");
   // Generator filters fail only when consumed, as in Python.
   EXPECT_EQ(render("{% set g = 5 | map('upper') %}ok"), "ok");
