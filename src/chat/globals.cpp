@@ -286,7 +286,9 @@ std::string percent_format(const std::string& fmt, const Value& args, bool escap
         throw TemplateError("ValueError", std::string("unsupported format character '") + conv + "'");
     }
   }
-  if (!mapping && next < pos.size()) type_error("not all arguments converted during string formatting");
+  // Python skips this check for arguments with __getitem__ (lists, dicts, Undefined).
+  bool subscriptable = args.is_mapping() || args.is_undefined() || (args.is_list() && args.list->kind == ListKind::List);
+  if (!subscriptable && next < pos.size()) type_error("not all arguments converted during string formatting");
   return out;
 }
 

@@ -55,6 +55,13 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
     in.check_size(s.size());
     return Value::string(std::move(s));
   }
+  if (op == "%" && a.is_string()) {  // str % anything is formatting, even with an Undefined argument
+    std::string s = percent_format(a.str(), b, a.markup);
+    in.check_size(s.size());
+    Value r = Value::string(std::move(s));
+    r.markup = a.markup;
+    return r;
+  }
   if (a.is_undefined()) fail_undefined(a);
   if (b.is_undefined()) fail_undefined(b);
   bool num = a.is_number() && b.is_number();
@@ -134,13 +141,6 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
       if (y == 0) throw TemplateError("ZeroDivisionError", "division by zero");
       return Value::number(x / y);
     case '%': {
-      if (a.is_string()) {
-        std::string s = percent_format(a.str(), b, a.markup);
-        in.check_size(s.size());
-        Value r = Value::string(std::move(s));
-        r.markup = a.markup;
-        return r;
-      }
       if (!num) unsupported("%", a, b);
       if (fl) {
         if (y == 0) throw TemplateError("ZeroDivisionError", "float modulo");

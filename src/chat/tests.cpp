@@ -35,14 +35,13 @@ bool t_sequence(Interpreter&, const Value& v, CallArgs&) {
   return v.is_undefined() || v.is_string() || v.is_sequence() || v.is_mapping();
 }
 
-int64_t int_arg(const Value& v) {
-  if (v.is_undefined()) fail_undefined(v);
-  if (v.kind == Kind::Int || v.kind == Kind::Bool) return v.kind == Kind::Int ? v.i : v.b;
-  if (v.kind == Kind::Float) return static_cast<int64_t>(v.f);
-  type_error("unsupported operand type(s) for %: '" + type_name(v) + "' and 'int'");
+// value % 2 == 1 / == 0, with Python's % (2.5 is neither odd nor even).
+bool t_odd(Interpreter& in, const Value& v, CallArgs&) {
+  return equals(binary_op(in, "%", v, Value::integer(2)), Value::integer(1));
 }
-bool t_odd(Interpreter&, const Value& v, CallArgs&) { return int_arg(v) % 2 != 0; }
-bool t_even(Interpreter&, const Value& v, CallArgs&) { return int_arg(v) % 2 == 0; }
+bool t_even(Interpreter& in, const Value& v, CallArgs&) {
+  return equals(binary_op(in, "%", v, Value::integer(2)), Value::integer(0));
+}
 bool t_divisibleby(Interpreter& in, const Value& v, CallArgs& a) {
   Value m = binary_op(in, "%", v, arg(a, "divisibleby"));
   return equals(m, Value::integer(0));
