@@ -65,12 +65,15 @@ struct Stmt {
   Body body, else_body;
   std::vector<Param> params;        // Macro/CallBlock
   std::vector<std::pair<std::vector<std::string>, ExprPtr>> assigns;  // With
-  bool recursive = false;
+  // Names that start out undefined when the body (else_locals: a for loop's else) is entered:
+  // see scope.h.
+  std::vector<std::string> locals, else_locals;
 };
 
 struct Program {
   Body body;
   std::string source;
+  std::vector<std::string> locals;  // top-level names that start out undefined (scope.h)
 };
 
 }  // namespace tessera::chat

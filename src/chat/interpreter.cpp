@@ -34,6 +34,7 @@ std::string Interpreter::render(const Program& program, const Value& context) {
   top->parent = globals;
   if (context.is_dict())
     for (auto& [k, v] : context.dict->items) top->vars.emplace_back(to_str(k), v);
+  bind_locals(*top, program.locals);
   std::string out;
   exec(program.body, top, out);
   return out;
@@ -60,9 +61,15 @@ Interpreter::Flow Interpreter::exec(const Body& body, const FramePtr& f, std::st
   return Flow::Normal;
 }
 
-Value Interpreter::render_block(const Body& body, const FramePtr& parent) {
+void Interpreter::bind_locals(Frame& frame, const std::vector<std::string>& names) {
+  for (auto& n : names) frame.set(n, Value::undefined("'" + n + "' is undefined"));
+}
+
+Value Interpreter::render_block(const Stmt& s, const FramePtr& parent) {
+  const Body& body = s.body;
   auto inner = std::make_shared<Frame>();
   inner->parent = parent;
+  bind_locals(*inner, s.locals);
   std::string out;
   exec(body, inner, out);
   return Value::string(std::move(out));
@@ -89,7 +96,7 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const FramePtr& f, std::
         exec_set(s, f);
         return Flow::Normal;
       case StmtType::SetBlock: {
-        Value v = render_block(s.body, f);
+        Value v = render_block(s, f);
         if (s.expr) {
           block_inputs_.push_back(std::move(v));
           v = eval(*s.expr, f);
@@ -112,7 +119,7 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const FramePtr& f, std::
         return Flow::Normal;
       }
       case StmtType::FilterBlock: {
-        block_inputs_.push_back(render_block(s.body, f));
+        block_inputs_.push_back(render_block(s, f));
         Value v = eval(*s.expr, f);
         block_inputs_.pop_back();
         append_str(v, out);
@@ -132,11 +139,13 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const FramePtr& f, std::
             for (size_t i = 0; i < names.size(); ++i) inner->set(names[i], items[i]);
           }
         }
+        bind_locals(*inner, s.locals);
         return exec(s.body, inner, out);
       }
       case StmtType::Scope: {
         auto inner = std::make_shared<Frame>();
         inner->parent = f;
+        bind_locals(*inner, s.locals);
         return exec(s.body, inner, out);
       }
       case StmtType::Break:
@@ -178,7 +187,12 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const FramePtr& f, std::s
     }
     items = std::move(kept);
   }
-  if (items.empty()) return exec(s.else_body, f, out);
+  if (items.empty()) {
+    auto else_frame = std::make_shared<Frame>();
+    else_frame->parent = f;
+    bind_locals(*else_frame, s.else_locals);
+    return exec(s.else_body, else_frame, out);
+  }
 
   // `loop`: one object updated in place each iteration; cycle() and changed() read shared state.
   auto index0 = std::make_shared<int64_t>(0);
@@ -209,6 +223,7 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const FramePtr& f, std::s
     // Variables set in the body do not survive into the next iteration (jinja2 re-initialises them).
     frame->vars.clear();
     frame->vars.emplace_back("loop", loop);
+    bind_locals(*frame, s.locals);
     count_iterations(1);
     *index0 = i;
     L[0].second = Value::integer(i);
@@ -274,6 +289,7 @@ Value Interpreter::make_macro(const Stmt& s, const FramePtr& def, bool is_caller
         kwargs.dict->set(Value::string(k), v);
     }
     frame->set("kwargs", kwargs);
+    in.bind_locals(*frame, st->locals);
     std::string out;
     in.exec(st->body, frame, out);
     return Value::string(std::move(out));

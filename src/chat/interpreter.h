@@ -66,7 +66,8 @@ class Interpreter {
   Value eval_compare(const Expr& e, const FramePtr& f);
   void eval_args(const Expr& e, size_t first, const FramePtr& f, CallArgs& args);
   Value make_macro(const Stmt& s, const FramePtr& f, bool is_caller);
-  Value render_block(const Body& body, const FramePtr& parent);
+  Value render_block(const Stmt& block, const FramePtr& parent);
+  void bind_locals(Frame& frame, const std::vector<std::string>& names);
 };
 
 // Python binary operators (+ - * / // % ** ~) and the `in` test.

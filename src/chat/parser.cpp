@@ -6,6 +6,7 @@
 #include "chat/builtins.h"
 #include "chat/error.h"
 #include "chat/lexer.h"
+#include "chat/scope.h"
 
 namespace tessera::chat {
 namespace {
@@ -800,6 +801,7 @@ std::shared_ptr<const Program> parse(const std::string& source) {
   prog->source = source;
   prog->body = Parser(tokenize(source)).parse_template();
   NameCheck().body(prog->body, false);
+  resolve_scopes(*prog);
   return prog;
 }
 

@@ -89,6 +89,16 @@ TEST(ChatEngine, AssignmentAndScope) {
       {"{% set d = {'b': 1, 'a': 2, 'b': 3} %}{{ d }}", "{'b': 3, 'a': 2}"},
   });
   EXPECT_EQ(error_type("{% set s = 'x' %}{% set s.a = 1 %}"), "TemplateRuntimeError");
+  // jinja2's scoping: a name first assigned unconditionally at a level is that level's own from the
+  // start (a loop body running before the assignment does not see the context's value); names
+  // assigned in only some branches, or read first, start from the context.
+  check_all({
+      {"{% for m in [1] %}[{{ x }}]{% endfor %}{% set x = 5 %}{{ x }}", "[]5"},
+      {"{% if false %}{% set x = 2 %}{% endif %}{{ x }}", "1"},
+      {"{{ x }}{% set x = 2 %}{{ x }}", "12"},
+      {"{% macro m() %}{{ x }}{% endmacro %}{{ m() }}|{% set x = 3 %}{{ m() }}", "|3"},
+      {"{% for i in [] %}{% else %}{% set y = 1 %}{% endfor %}[{{ y }}]", "[]"},
+  }, {{"x", 1}});
 }
 
 TEST(ChatEngine, Macros) {

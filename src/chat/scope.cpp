@@ -1,0 +1,188 @@
+#include "chat/scope.h"
+
+#include <map>
+#include <set>
+
+namespace tessera::chat {
+namespace {
+
+// How a scope's local starts out (jinja2's VAR_LOAD_*).
+enum class Start { Resolve, Alias, Undefined, Parameter };
+
+struct Symbols {
+  const Symbols* parent = nullptr;
+  std::map<std::string, Start> refs;
+  std::set<std::string> stores;
+
+  bool has_ref(const std::string& n) const {
+    for (const Symbols* s = this; s; s = s->parent)
+      if (s->refs.count(n)) return true;
+    return false;
+  }
+  void load(const std::string& n) {
+    if (!has_ref(n)) refs[n] = Start::Resolve;
+  }
+  void store(const std::string& n) {
+    stores.insert(n);
+    if (!refs.count(n)) refs[n] = parent && parent->has_ref(n) ? Start::Alias : Start::Undefined;
+  }
+  void param(const std::string& n) { refs[n] = Start::Parameter; }
+
+  // Names assigned in only some branches of an if start from the enclosing value instead.
+  void branch_update(const std::vector<Symbols>& branches) {
+    std::map<std::string, size_t> counts;
+    for (auto& b : branches)
+      for (auto& n : b.stores)
+        if (!stores.count(n)) ++counts[n];
+    for (auto& b : branches) {
+      for (auto& [n, st] : b.refs) refs[n] = st;
+      stores.insert(b.stores.begin(), b.stores.end());
+    }
+    for (auto& [n, c] : counts) {
+      if (c == branches.size()) continue;
+      refs[n] = parent && parent->has_ref(n) ? Start::Alias : Start::Resolve;
+    }
+  }
+
+  std::vector<std::string> undefined_names() const {
+    std::vector<std::string> out;
+    for (auto& [n, st] : refs)
+      if (st == Start::Undefined) out.push_back(n);
+    return out;
+  }
+};
+
+// Visits one scope's own level; nested scopes are collected and analysed after it.
+class Visitor {
+ public:
+  explicit Visitor(Symbols& s) : sym_(&s) {}
+  std::vector<std::pair<Stmt*, int>> nested;  // (statement, which body: 0 body, 1 else)
+
+  void expr(const Expr* e) {
+    if (!e) return;
+    if (e->type == ExprType::Name) sym_->load(e->name);
+    for (auto& c : e->a) expr(c.get());
+    for (auto& [k, c] : e->kwargs) expr(c.get());
+  }
+
+  void body(Body& b) {
+    for (auto& s : b) stmt(*s);
+  }
+
+  void stmt(Stmt& s) {
+    switch (s.type) {
+      case StmtType::Print: expr(s.expr.get()); break;
+      case StmtType::If: visit_if(s, 0); break;
+      case StmtType::For:
+        expr(s.expr.get());
+        nested.emplace_back(&s, 0);
+        nested.emplace_back(&s, 1);
+        break;
+      case StmtType::Set:
+        expr(s.expr.get());
+        if (!s.text.empty())
+          sym_->load(s.targets[0]);  // ns.attr = ...
+        else
+          for (auto& t : s.targets) sym_->store(t);
+        break;
+      case StmtType::SetBlock:
+        sym_->store(s.targets[0]);
+        nested.emplace_back(&s, 0);
+        break;
+      case StmtType::Macro:
+        sym_->store(s.text);
+        nested.emplace_back(&s, 0);
+        break;
+      case StmtType::CallBlock:
+        expr(s.expr.get());
+        nested.emplace_back(&s, 0);
+        break;
+      case StmtType::FilterBlock:
+        nested.emplace_back(&s, 0);
+        break;
+      case StmtType::With:
+        for (auto& [names, e] : s.assigns) expr(e.get());
+        nested.emplace_back(&s, 0);
+        break;
+      case StmtType::Scope:
+        nested.emplace_back(&s, 0);
+        break;
+      default:
+        break;
+    }
+  }
+
+ private:
+  Symbols* sym_;
+
+  // jinja2 nests elif branches as ifs inside the first if's elif list; each if merges three branches.
+  void visit_if(Stmt& s, size_t from) {
+    expr(s.branches[from].first.get());
+    Symbols& outer = *sym_;
+    std::vector<Symbols> branches(3, outer);
+    sym_ = &branches[0];
+    body(s.branches[from].second);
+    sym_ = &branches[1];
+    if (from == 0)
+      for (size_t i = 1; i < s.branches.size(); ++i) visit_elif(s, i);
+    sym_ = &branches[2];
+    if (from == 0) body(s.else_body);
+    sym_ = &outer;
+    outer.branch_update(branches);
+  }
+
+  void visit_elif(Stmt& s, size_t i) {
+    expr(s.branches[i].first.get());
+    Symbols& outer = *sym_;
+    std::vector<Symbols> branches(3, outer);
+    sym_ = &branches[0];
+    body(s.branches[i].second);
+    sym_ = &outer;
+    outer.branch_update(branches);
+  }
+};
+
+void analyse(Body& b, Symbols& sym, std::vector<std::string>& undefined);
+
+void analyse_nested(Stmt& s, int which, const Symbols& parent) {
+  Symbols sym;
+  sym.parent = &parent;
+  switch (s.type) {
+    case StmtType::For:
+      if (which == 1) {
+        analyse(s.else_body, sym, s.else_locals);
+        return;
+      }
+      for (auto& t : s.targets) sym.param(t);
+      sym.param("loop");
+      break;
+    case StmtType::Macro:
+    case StmtType::CallBlock:
+      for (auto& p : s.params) sym.param(p.name);
+      for (const char* special : {"varargs", "kwargs", "caller"}) sym.param(special);
+      break;
+    case StmtType::With:
+      for (auto& [names, e] : s.assigns)
+        for (auto& n : names) sym.param(n);
+      break;
+    default:
+      break;
+  }
+  analyse(s.body, sym, s.locals);
+}
+
+void analyse(Body& b, Symbols& sym, std::vector<std::string>& undefined) {
+  Visitor v(sym);
+  v.body(b);
+  undefined = sym.undefined_names();
+  for (auto& [s, which] : v.nested) analyse_nested(*s, which, sym);
+}
+
+}  // namespace
+
+void resolve_scopes(Program& program) {
+  Symbols root;
+  analyse(program.body, root, program.locals);
+}
+
+}  // namespace tessera::chat
