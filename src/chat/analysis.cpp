@@ -1,7 +1,10 @@
-#include "chat/scope.h"
+#include "chat/analysis.h"
 
 #include <map>
 #include <set>
+
+#include "chat/builtins.h"
+#include "chat/error.h"
 
 namespace tessera::chat {
 namespace {
@@ -178,7 +181,72 @@ void analyse(Body& b, Symbols& sym, std::vector<std::string>& undefined) {
   for (auto& [s, which] : v.nested) analyse_nested(*s, which, sym);
 }
 
+// jinja2 resolves filters and tests when it compiles: an unknown one is a TemplateAssertionError
+// for the whole template, unless it sits in a "soft" frame (an if statement or an inline if at the
+// same level), where it only raises when evaluated. Loop, macro and block bodies are not soft.
+class NameCheck {
+ public:
+  void body(const Body& b, bool soft) {
+    for (auto& s : b) stmt(*s, soft);
+  }
+
+ private:
+  void expr(const Expr* e, bool soft) {
+    if (!e) return;
+    if (e->type == ExprType::Cond) soft = true;
+    if ((e->type == ExprType::Filter && !find_filter(e->name)) || (e->type == ExprType::Test && !find_test(e->name))) {
+      if (!soft)
+        throw TemplateError("TemplateAssertionError",
+                            std::string("No ") + (e->type == ExprType::Filter ? "filter" : "test") + " named '" +
+                                e->name + "'.",
+                            e->line, e->column);
+    }
+    for (auto& c : e->a) expr(c.get(), soft);
+    for (auto& [k, c] : e->kwargs) expr(c.get(), soft);
+  }
+
+  void stmt(const Stmt& s, bool soft) {
+    switch (s.type) {
+      case StmtType::If:
+        for (auto& [cond, b] : s.branches) {
+          expr(cond.get(), true);
+          body(b, true);
+        }
+        body(s.else_body, true);
+        return;
+      case StmtType::For:
+        expr(s.expr.get(), soft);
+        expr(s.cond.get(), false);
+        body(s.body, false);
+        body(s.else_body, soft);
+        return;
+      case StmtType::Macro:
+      case StmtType::CallBlock:
+        for (auto& p : s.params) expr(p.default_value.get(), false);
+        if (s.type == StmtType::CallBlock) expr(s.expr.get(), soft);
+        body(s.body, false);
+        return;
+      case StmtType::SetBlock:
+      case StmtType::FilterBlock:
+        expr(s.expr.get(), false);
+        body(s.body, false);
+        return;
+      case StmtType::With:
+        for (auto& [names, e] : s.assigns) expr(e.get(), soft);
+        body(s.body, false);
+        return;
+      case StmtType::Scope:
+        body(s.body, false);
+        return;
+      default:
+        expr(s.expr.get(), soft);
+    }
+  }
+};
+
 }  // namespace
+
+void check_names(const Program& program) { NameCheck().body(program.body, false); }
 
 void resolve_scopes(Program& program) {
   Symbols root;
