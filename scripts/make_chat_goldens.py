@@ -8,6 +8,11 @@ transformers.utils.chat_template_utils.render_jinja_template, with strftime_now 
   {"template": "templates/<file>", "context": "contexts/<file>", "ok": bool,
    "output": str | null, "error": str | null}
 
+With --fuzz N FILE.jsonl it also writes N random templates from a grammar of the language, each
+with a random context, and what the same renderer made of them (differential goldens for the
+engine's semantics: filters, tests, methods, operators, formatting, scoping, whitespace control).
+Rows whose output holds a memory address (reprs of generators and methods) are left out.
+
 With --bench FILE.json it also times transformers rendering FILE.json through the Qwen3 and
 Llama 3.1 templates (the peer of bench/chat/bench_chat_template).
 
@@ -88,9 +93,7 @@ def render(template_src, ctx):
     ctx = dict(ctx)
     messages = ctx.pop("messages")
     if chat_template_utils is None:
-        if template_src not in _compiled:
-            _compiled[template_src] = jinja2_env().from_string(template_src)
-        return _compiled[template_src].render(
+        return compiled(template_src).render(
             messages=messages, tools=ctx.pop("tools", None), documents=ctx.pop("documents", None),
             add_generation_prompt=ctx.pop("add_generation_prompt", False), **ctx)
     rendered = chat_template_utils.render_jinja_template(
@@ -106,12 +109,116 @@ def render(template_src, ctx):
     return rendered[0] if isinstance(rendered, list) else rendered
 
 
+def compiled(template_src):
+    """The template compiled by the renderer in use (transformers' own environment when installed)."""
+    if chat_template_utils is not None:
+        return chat_template_utils._compile_jinja_template(template_src)
+    if template_src not in _compiled:
+        _compiled[template_src] = jinja2_env().from_string(template_src)
+    return _compiled[template_src]
+
+
+class FuzzGrammar:
+    ATOMS = ["0", "1", "-3", "2.5", "0.1", "1e-7", "7", "'a'", '"b c"', "'héllo'", "''", "'%s-%d'", "'{}{name}'",
+             "'{:>5}'", "none", "true", "False", "messages", "tools", "x", "ns.c", "nope", "messages[0]",
+             "messages[-1]", "messages[0].content", "enable_thinking", "'  Pad  '", "'A,B,,C'", "[]", "{}", "(1, 2)",
+             "[1, 'a', none]", "{'k': 1, 'j': [2.0]}", "'\\n\\t'", "'<b>&'", "[3, 1, 2]", "['b', 'A', 'c']", "d",
+             "d.items()", "1.0", "3.14159", "-0.0", "100000000000", "'ß'", "'ǅx'"]
+    NAMES = ["messages", "tools", "x", "ns.c", "d", "messages[0].content", "nope"]
+    # Generator results are listed: printing a generator shows its memory address.
+    FILTERS = ["tojson", "length", "trim", "string", "default", "join", "map('upper') | list",
+               "map(attribute='role') | list", "select | list", "reject('none') | list", "selectattr('role') | list",
+               "rejectattr('role', 'equalto', 'user') | list", "first", "last", "list", "unique | list", "dictsort",
+               "items | list", "sort", "round", "round(1)", "indent", "indent(2, true)", "format(1, 2)",
+               "batch(2) | list", "sum", "min", "max", "abs", "int", "float", "upper", "lower", "title", "capitalize",
+               "replace('a', 'X')", "safe", "wordcount", "reverse | list", "center(9)", "truncate(5, leeway=0)", "count", "e",
+               "tojson(indent=2)", "tojson(sort_keys=true)", "default('D', true)", "join(', ')", "list | length",
+               "string | length", "first | string"]
+    TESTS = ["defined", "none", "string", "mapping", "iterable", "number", "sequence", "odd", "even", "boolean", "true",
+             "false", "equalto 1", "in [1, 'a']", "integer", "float", "lower", "upper", "sameas none", "divisibleby 2"]
+    METHODS = ["strip()", "split()", "split(',')", "startswith('a')", "endswith(('x', 'C'))", "replace('a', 'b')",
+               "upper()", "get('k')", "get('role', 'z')", "items()", "keys()", "values()", "format(1, name=2)",
+               "join(['x', 'y'])", "count('a')", "title()", "find('l')", "lstrip('A')", "rstrip()", "splitlines()",
+               "capitalize()", "center(7, '*')", "rsplit(',', 1)", "partition(',')", "isdigit()"]
+    OPS = ["+", "-", "*", "/", "//", "%", "**", "~", "==", "!=", "<", ">=", "in", "not in", "and", "or"]
+
+    def __init__(self, seed):
+        import random
+        self.r = random.Random(seed)
+
+    def pick(self, xs):
+        return self.r.choice(xs)
+
+    def expr(self, d):
+        if d <= 0:
+            return self.pick(self.ATOMS)
+        k, e = self.r.randrange(14), lambda: self.expr(d - 1)
+        if k == 0: return self.pick(self.ATOMS)
+        if k == 1: return f"{e()} {self.pick(self.OPS)} {e()}"
+        if k == 2: return f"({e()})"
+        if k in (3, 4): return f"{e()} | {self.pick(self.FILTERS)}"
+        if k == 5: return f"{e()} is {self.pick(['', 'not '])}{self.pick(self.TESTS)}"
+        if k == 6: return f"{e()} if {e()} else {e()}"
+        if k == 7: return f"[{e()}, {e()}]"
+        if k == 8: return f"{e()}.{self.pick(['content', 'role', 'a', 'k', 'c'])}"
+        if k == 9: return self.pick(self.NAMES) + "[" + self.pick(["0", "1", "-1", '"k"', '"role"', "1:", "::-1", ":2", "1:3:2"]) + "]"
+        if k in (10, 11): return f"{e()}.{self.pick(self.METHODS)}"
+        if k == 12: return f"{self.pick(['not ', '-'])}{e()}"
+        return f"'%s|%r|%5.2f' % ({e()}, {e()}, 2.5)"
+
+    def stmt(self, d):
+        k = self.r.randrange(9 if d > 0 else 2)
+        o, c = (lambda: self.pick(["{%", "{%-", "{%+"])), (lambda: self.pick(["%}", "-%}", "+%}"]))
+        s, e = (lambda: self.stmt(d - 1)), (lambda n: self.expr(n))
+        if k == 0: return self.pick(["t ", "\n", "  x\n", "é "])
+        if k == 1: return "{{ " + e(3) + " }}"
+        if k == 2: return f"{o()} if {e(2)} {c()}{s()}{o()} else {c()}{s()}{o()} endif {c()}"
+        if k == 3:
+            return (f"{o()} for x in {e(2)} {c()}{{{{ loop.index }}}}:{{{{ x }}}} {s()}{o()} else {c()}E"
+                    f"{o()} endfor {c()}")
+        if k == 4: return f"{o()} set x = {e(2)} {c()}"
+        if k == 5: return f"{o()} set ns.c = {e(2)} {c()}"
+        if k == 6: return f"{o()} macro m(a, b=2) {c()}[{{{{ a }}}}{{{{ b }}}}{s()}]{o()} endmacro {c()}{{{{ m({e(1)}) }}}}"
+        if k == 7: return "  {# c #}\n" + s()
+        return f"{o()} filter {self.pick(['upper', 'trim', 'indent(2)'])} {c()}{s()}{o()} endfilter {c()}"
+
+    def context(self):
+        msgs = [{"role": self.pick(["user", "assistant", "system"]),
+                 "content": self.pick(["hi", "Héllo wörld", "a\nb", ["x"], None, "  sp  "])} for _ in range(self.r.randrange(4))]
+        return {"messages": msgs, "tools": self.pick([None, [{"type": "function", "function": {"name": "f"}}]]),
+                "x": self.pick([1, "s", [1, 2], {"a": 1}, None, 2.5]), "enable_thinking": self.pick([True, False]),
+                "d": {"k": 1, "role": "r", "items": [1]}, "add_generation_prompt": False, "documents": None}
+
+    def template(self):
+        return "{% set ns = namespace(c=0) %}" + "".join(self.stmt(2) for _ in range(self.r.randrange(1, 4)))
+
+
+def write_fuzz(n, out):
+    import warnings
+    warnings.simplefilter("ignore")  # Python warns about subscripting constants in compiled templates
+    grammar, rows = FuzzGrammar(20261130), 0
+    with open(out, "w", encoding="utf-8") as fo:
+        while rows < n:
+            src, ctx = grammar.template(), grammar.context()
+            rec = {"src": src, "context": ctx}
+            try:
+                rec.update(ok=True, output=compiled(src).render(**ctx), error=None)
+            except Exception as e:
+                rec.update(ok=False, output=None, error=f"{type(e).__name__}: {e}")
+            if " at 0x" in (rec["output"] or "") + (rec["error"] or ""):  # a repr holding an address
+                continue
+            fo.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            rows += 1
+    print(f"{RENDERER}: {n} random templates -> {out}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("templates_dir", type=pathlib.Path)
     ap.add_argument("contexts_dir", type=pathlib.Path)
     ap.add_argument("out", type=pathlib.Path)
     ap.add_argument("--bench", type=pathlib.Path, help="context to time through Qwen3 and Llama 3.1")
+    ap.add_argument("--fuzz", nargs=2, metavar=("N", "OUT"), help="write N random templates and their renders")
     args = ap.parse_args()
 
     templates = sorted(args.templates_dir.glob("*.jinja"))
@@ -133,6 +240,9 @@ def main():
                     rec.update(ok=False, output=None, error=f"{type(e).__name__}: {e}")
                 fo.write(json.dumps(rec, ensure_ascii=False) + "\n")
     print(f"{RENDERER}: {len(templates)} templates x {len(contexts)} contexts, {n_ok} rendered -> {args.out}")
+
+    if args.fuzz:
+        write_fuzz(int(args.fuzz[0]), pathlib.Path(args.fuzz[1]))
 
     if args.bench:
         ctx = json.loads(args.bench.read_text(encoding="utf-8"))

@@ -502,6 +502,7 @@ Value f_unique(Interpreter& in, const Value& v, CallArgs& a) {
   for (auto& x : in.iterate(v)) {
     Value k = attr_arg(in, x, attr);
     if (!cs) k = ignore_case(k);
+    if (!hashable(k)) type_error("unhashable type: '" + type_name(k) + "'");  // Python keeps them in a set
     if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, k); })) {
       seen.push_back(k);
       out.push_back(x);

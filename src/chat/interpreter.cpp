@@ -392,8 +392,7 @@ Value Interpreter::eval_inner(const Expr& e, const FramePtr& f) {
       Value d = Value::new_dict();
       for (size_t i = 0; i + 1 < e.a.size(); i += 2) {
         Value k = eval(*e.a[i], f);
-        if (k.is_list() && k.list->kind != ListKind::Tuple) type_error("unhashable type: 'list'");
-        if (k.is_dict()) type_error("unhashable type: 'dict'");
+        if (!hashable(k)) type_error("unhashable type: '" + type_name(k) + "'");
         d.dict->set(std::move(k), eval(*e.a[i + 1], f));
       }
       return d;

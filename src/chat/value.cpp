@@ -134,6 +134,14 @@ bool truthy(const Value& v) {
   return false;
 }
 
+bool hashable(const Value& v) {
+  if (v.kind == Kind::Dict) return v.dict->kind != DictKind::Dict;
+  if (v.kind != Kind::List) return true;
+  if (v.list->kind == ListKind::Generator) return true;
+  if (v.list->kind != ListKind::Tuple) return false;
+  return std::all_of(v.list->items.begin(), v.list->items.end(), hashable);
+}
+
 bool equals(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
     if (a.kind == Kind::Float || b.kind == Kind::Float) return a.as_double() == b.as_double();

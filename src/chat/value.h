@@ -107,7 +107,8 @@ std::string type_name(const Value& v);
 // The object part of jinja2's "'<x>' has no attribute 'y'" messages ("dict object", "None").
 std::string object_repr(const Value& v);
 
-bool truthy(const Value& v);  // raises for an unsafe Undefined only
+bool truthy(const Value& v);
+bool hashable(const Value& v);  // usable as a dict key or set member (tuples only of hashables)  // raises for an unsafe Undefined only
 bool equals(const Value& a, const Value& b);
 // Python ordering (<): numbers, strings, lists/tuples; other pairs raise TypeError.
 bool less(const Value& a, const Value& b);

@@ -82,5 +82,38 @@ TEST(ChatGoldens, OwnContexts) {
   std::printf("own contexts: %d of %d match\n", r.passed, r.total);
 }
 
+// Random templates from a grammar of the language (scripts/make_chat_goldens.py --fuzz), rendered by
+// Jinja2 as transformers sets it up: the engine must agree on every output and every error.
+TEST(ChatGoldens, RandomTemplatesAgreeWithJinja2) {
+  auto goldens = std::filesystem::path(TESSERA_SOURCE_DIR) / "tests/chat/goldens/jinja2_fuzz_renders.jsonl";
+  if (!std::filesystem::exists(goldens))
+    GTEST_SKIP() << goldens << " is absent: generate it with scripts/make_chat_goldens.py --fuzz";
+  auto opts = frozen_clock_options();
+  int passed = 0, total = 0;
+  for (auto& row : read_jsonl(goldens)) {
+    ++total;
+    std::string src = row["src"].get<std::string>(), got, error;
+    try {
+      got = ChatTemplate::from_string(src).render(row["context"], opts);
+    } catch (const chat::TemplateError& e) {
+      error = e.what();
+    }
+    bool want_ok = row["ok"].get<bool>();
+    if (want_ok && error.empty() && got == row["output"].get<std::string>()) {
+      ++passed;
+    } else if (!want_ok && !error.empty()) {
+      ++passed;
+    } else if (want_ok && !error.empty()) {
+      ADD_FAILURE() << src << "\n  raised " << error;
+    } else if (!want_ok) {
+      ADD_FAILURE() << src << "\n  rendered, but Jinja2 raised " << row["error"].get<std::string>();
+    } else {
+      ADD_FAILURE() << src << "\n  " << first_difference(got, row["output"].get<std::string>());
+    }
+  }
+  EXPECT_EQ(passed, total);
+  std::printf("random templates: %d of %d agree with Jinja2\n", passed, total);
+}
+
 }  // namespace
 }  // namespace tessera::test
