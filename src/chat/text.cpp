@@ -216,14 +216,20 @@ std::string py_title(std::string_view s) {
 }
 
 std::string jinja_title(std::string_view s) {
-  // Each word (after a run of whitespace or -([{<) gets its first character upper-cased, the rest lowered.
+  // Each word (after a run of whitespace or -([{<) gets item[0].upper() + item[1:].lower().
   bool word_start = true;
-  return map_cp(s, [&](char32_t c) {
+  std::string r;
+  r.reserve(s.size());
+  for (size_t p = 0; p < s.size();) {
+    size_t q = p;
+    char32_t c = decode(s, q);
     bool sep = is_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
-    char32_t r = sep ? c : word_start ? to_upper(c) : to_lower(c);
+    std::string_view one = s.substr(p, q - p);
+    r += sep ? std::string(one) : word_start ? upper(one) : lower(one);
     word_start = sep;
-    return r;
-  });
+    p = q;
+  }
+  return r;
 }
 
 std::string strip(std::string_view s, const std::optional<std::string>& chars, bool left, bool right) {
