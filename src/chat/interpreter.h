@@ -47,7 +47,6 @@ class Interpreter {
   std::vector<Value> iterate(const Value& v);
   void count_iterations(int64_t n);
   void check_size(size_t bytes) const;
-  const RenderOptions& options() const { return opts_; }
 
  private:
   enum class Flow { Normal, Break, Continue };
