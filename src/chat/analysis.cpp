@@ -184,6 +184,7 @@ void analyse(Body& b, Symbols& sym, std::vector<std::string>& undefined) {
 // jinja2 resolves filters and tests when it compiles: an unknown one is a TemplateAssertionError
 // for the whole template, unless it sits in a "soft" frame (an if statement or an inline if at the
 // same level), where it only raises when evaluated. Loop, macro and block bodies are not soft.
+// Also rejects break/continue outside a loop body (a macro body is a function of its own).
 class NameCheck {
  public:
   void body(const Body& b, bool soft) {
@@ -191,6 +192,15 @@ class NameCheck {
   }
 
  private:
+  bool in_loop_ = false;
+
+  void loop_body(const Body& b, bool in_loop) {
+    bool saved = in_loop_;
+    in_loop_ = in_loop;
+    body(b, false);
+    in_loop_ = saved;
+  }
+
   void expr(const Expr* e, bool soft) {
     if (!e) return;
     if (e->type == ExprType::Cond) soft = true;
@@ -217,14 +227,14 @@ class NameCheck {
       case StmtType::For:
         expr(s.expr.get(), soft);
         expr(s.cond.get(), false);
-        body(s.body, false);
+        loop_body(s.body, true);
         body(s.else_body, soft);
         return;
       case StmtType::Macro:
       case StmtType::CallBlock:
         for (auto& p : s.params) expr(p.default_value.get(), false);
         if (s.type == StmtType::CallBlock) expr(s.expr.get(), soft);
-        body(s.body, false);
+        loop_body(s.body, false);
         return;
       case StmtType::SetBlock:
       case StmtType::FilterBlock:
@@ -236,7 +246,13 @@ class NameCheck {
         body(s.body, false);
         return;
       case StmtType::Scope:
-        body(s.body, false);
+        loop_body(s.body, false);
+        return;
+      case StmtType::Break:
+      case StmtType::Continue:
+        if (!in_loop_)
+          throw TemplateError("SyntaxError", std::string("'") + (s.type == StmtType::Break ? "break" : "continue") +
+                                                 "' outside loop", s.line, s.column);
         return;
       default:
         expr(s.expr.get(), soft);
@@ -244,11 +260,50 @@ class NameCheck {
   }
 };
 
+// Whether a name is read anywhere in a body (jinja2 lets a macro take extra positional arguments
+// only when its body reads `varargs`, and unknown keywords only when it reads `kwargs`).
+bool reads(const Expr* e, std::string_view name) {
+  if (!e) return false;
+  if (e->type == ExprType::Name && e->name == name) return true;
+  for (auto& c : e->a)
+    if (reads(c.get(), name)) return true;
+  for (auto& [k, c] : e->kwargs)
+    if (reads(c.get(), name)) return true;
+  return false;
+}
+
+bool reads(const Body& b, std::string_view name) {
+  for (auto& s : b) {
+    if (reads(s->expr.get(), name) || reads(s->cond.get(), name) || reads(s->body, name) || reads(s->else_body, name))
+      return true;
+    for (auto& [c, branch] : s->branches)
+      if (reads(c.get(), name) || reads(branch, name)) return true;
+    for (auto& p : s->params)
+      if (reads(p.default_value.get(), name)) return true;
+    for (auto& [n, e] : s->assigns)
+      if (reads(e.get(), name)) return true;
+  }
+  return false;
+}
+
+void mark_macros(Body& b) {
+  for (auto& s : b) {
+    if (s->type == StmtType::Macro || s->type == StmtType::CallBlock) {
+      s->takes_varargs = reads(s->body, "varargs");
+      s->takes_kwargs = reads(s->body, "kwargs");
+    }
+    mark_macros(s->body);
+    mark_macros(s->else_body);
+    for (auto& [c, branch] : s->branches) mark_macros(branch);
+  }
+}
+
 }  // namespace
 
 void check_names(const Program& program) { NameCheck().body(program.body, false); }
 
 void resolve_scopes(Program& program) {
+  mark_macros(program.body);
   Symbols root;
   analyse(program.body, root, program.locals);
 }

@@ -3,7 +3,7 @@
 // check_names: jinja2 resolves filters and tests when it compiles, so an unknown one fails the whole
 // template, except inside if statements and inline ifs (where it fails only when evaluated).
 //
-// resolve_scopes: jinja2's variable scoping. In jinja2 a name whose first use in a
+// resolve_scopes: jinja2's variable scoping (and which macros read varargs/kwargs). In jinja2 a name whose first use in a
 // scope (template top level, loop body, macro body, block) is an unconditional assignment, and
 // that no enclosing scope uses, is a local of that scope from its very start: reads before the
 // assignment (e.g. in a loop body that runs earlier) see it undefined, not a context variable of

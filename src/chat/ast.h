@@ -68,6 +68,7 @@ struct Stmt {
   // Names that start out undefined when the body (else_locals: a for loop's else) is entered:
   // see scope.h.
   std::vector<std::string> locals, else_locals;
+  bool takes_varargs = false, takes_kwargs = false;  // Macro/CallBlock: its body reads varargs/kwargs
 };
 
 struct Program {

@@ -254,7 +254,7 @@ void Interpreter::exec_set(const Stmt& s, const FramePtr& f) {
 
 Value Interpreter::make_macro(const Stmt& s, const FramePtr& def, bool is_caller) {
   const Stmt* st = &s;
-  return Value::callable(is_caller ? "caller" : s.text, [st, def](Interpreter& in, CallArgs& args) {
+  return Value::callable(is_caller ? "caller" : s.text, [st, def, is_caller](Interpreter& in, CallArgs& args) {
     if (++in.call_depth_ > in.opts_.max_call_depth) {
       --in.call_depth_;
       throw TemplateError("RecursionError", "maximum macro call depth (" + std::to_string(in.opts_.max_call_depth) +
@@ -276,6 +276,9 @@ Value Interpreter::make_macro(const Stmt& s, const FramePtr& def, bool is_caller
       else
         frame->set(params[i].name, Value::undefined("parameter '" + params[i].name + "' was not provided"));
     }
+    std::string what = is_caller ? "caller" : "macro '" + st->text + "'";
+    if (args.pos.size() > params.size() && !st->takes_varargs)
+      throw TemplateError("TypeError", what + " takes not more than " + std::to_string(params.size()) + " argument(s)");
     std::vector<Value> extra;
     for (size_t i = params.size(); i < args.pos.size(); ++i) extra.push_back(args.pos[i]);
     frame->set("varargs", Value::new_list(std::move(extra), ListKind::Tuple));
@@ -285,6 +288,8 @@ Value Interpreter::make_macro(const Stmt& s, const FramePtr& def, bool is_caller
       for (auto& p : params) is_param |= p.name == k;
       if (k == "caller")
         frame->set("caller", v);
+      else if (!is_param && !st->takes_kwargs)
+        throw TemplateError("TypeError", what + " takes no keyword argument '" + k + "'");
       else if (!is_param)
         kwargs.dict->set(Value::string(k), v);
     }

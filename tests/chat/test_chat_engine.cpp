@@ -118,6 +118,12 @@ TEST(ChatEngine, Macros) {
       {"{% generation %}gen{% endgeneration %}", "gen"},
   });
   EXPECT_EQ(error_type("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"), "RecursionError");
+  // Extra arguments only where the body reads varargs / kwargs, as jinja2 decides.
+  EXPECT_EQ(error_type("{% macro f(a) %}{{ a }}{% endmacro %}{{ f(1, 2) }}"), "TypeError");
+  EXPECT_EQ(error_type("{% macro f(a) %}{{ a }}{% endmacro %}{{ f(b=1) }}"), "TypeError");
+  EXPECT_EQ(render("{% macro f(a) %}{{ a }}{{ varargs }}{{ kwargs }}{% endmacro %}{{ f(1, 2, b=3) }}"), "1(2,){'b': 3}");
+  EXPECT_EQ(error_type("{% break %}"), "SyntaxError");
+  EXPECT_EQ(error_type("{% for i in [1] %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}"), "SyntaxError");
 }
 
 TEST(ChatEngine, Expressions) {
