@@ -173,7 +173,10 @@ bool contains(const Value& container, const Value& item) {
         if (equals(x, item)) return true;
       return false;
     case Kind::Dict:
-      if (container.dict->kind == DictKind::Dict) return container.dict->find(item) != nullptr;
+      if (container.dict->kind == DictKind::Dict) {
+        if (!hashable(item)) type_error("unhashable type: '" + type_name(item) + "'");
+        return container.dict->find(item) != nullptr;
+      }
       break;
     default:
       break;
