@@ -111,8 +111,9 @@ def render(template_src, ctx):
 
 def compiled(template_src):
     """The template compiled by the renderer in use (transformers' own environment when installed)."""
-    if chat_template_utils is not None:
-        return chat_template_utils._compile_jinja_template(template_src)
+    compile_with_transformers = getattr(chat_template_utils, "_compile_jinja_template", None)
+    if compile_with_transformers is not None:
+        return compile_with_transformers(template_src)
     if template_src not in _compiled:
         _compiled[template_src] = jinja2_env().from_string(template_src)
     return _compiled[template_src]
