@@ -12,7 +12,7 @@ set -uo pipefail
 repo=$(pwd)
 build_dir=${BUILD_DIR:-$repo/build-gpu}
 log_dir=${LOG_DIR:-$build_dir/gpu-logs}
-programs=(test_cuda_ops test_cuda_models bench_cuda)
+programs=(test_cuda_ops test_cuda_models bench_cuda test_backend_ops tessera)
 
 build() {
   local dir=$1
@@ -35,12 +35,14 @@ bundle() {
   build "$build_dir"
   mkdir -p "$out"
   cp "$build_dir/libtessera_cuda.so" "$build_dir/tests/cuda/test_cuda_ops" "$build_dir/tests/cuda/test_cuda_models" \
-     "$build_dir/bench/cuda/bench_cuda" "$repo/scripts/gpu_run.sh" "$out/"
-  # The C++ runtime the programs were built against; the C library and cuBLASLt are the machine's.
-  for lib in libstdc++.so.6 libgcc_s.so.1; do
-    cp -L "$(ldd "$out/test_cuda_ops" | awk -v l=$lib '$1 == l {print $3}')" "$out/"
+     "$build_dir/bench/cuda/bench_cuda" "$build_dir/tests/backend/test_backend_ops" "$build_dir/tessera" \
+     "$repo/scripts/gpu_run.sh" "$out/"
+  # The C++ runtime and the Debian libraries the programs were built against; the C library and
+  # cuBLASLt are the machine's.
+  for lib in libstdc++.so.6 libgcc_s.so.1 libpcre2-8.so.0 libutf8proc.so.2; do
+    cp -L "$(ldd "$out/tessera" | awk -v l=$lib '$1 == l {print $3}')" "$out/"
   done
-  strip --strip-unneeded "$out"/*.so* "$out"/test_cuda_* "$out"/bench_cuda
+  strip --strip-unneeded "$out"/*.so* "$out"/test_* "$out"/bench_cuda "$out"/tessera
   du -sh "$out"
 }
 
@@ -59,6 +61,15 @@ run() {
   local status=0
   "$bin/test_cuda_ops" 2>&1 | tee "$log_dir/test_cuda_ops.log" || status=1
   "$bin/test_cuda_models" 2>&1 | tee "$log_dir/test_cuda_models.log" || status=1
+  # The shared op harness (every backend against the CPU reference), the CUDA line included.
+  "$bin/test_backend_ops" 2>&1 | tee "$log_dir/test_backend_ops.log" || status=1
+  # The whole binary on the GPU: the bundled f32 model's greedy text equals the CPU backend's.
+  local gen=(generate -m "$repo/models/tessera-kjv" -p "Genesis 1:1 In the beginning" -n 48 --temperature 0)
+  "$bin/tessera" "${gen[@]}" --device cuda >"$log_dir/generate_cuda.txt" 2>"$log_dir/generate_cuda.err" || status=1
+  "$bin/tessera" "${gen[@]}" --device cpu >"$log_dir/generate_cpu.txt" 2>/dev/null || status=1
+  if cmp -s "$log_dir/generate_cuda.txt" "$log_dir/generate_cpu.txt"; then echo "GENERATE cuda == cpu"
+  else echo "GENERATE cuda != cpu"; status=1; fi
+  cat "$log_dir/generate_cuda.txt" "$log_dir/generate_cuda.err"
   if command -v compute-sanitizer >/dev/null; then
     timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/test_cuda_ops" --gtest_filter='CudaOps.*' \
       >"$log_dir/memcheck.log" 2>&1 || status=1
@@ -70,7 +81,7 @@ run() {
   "$bin/bench_cuda" --context 4096 --steps 5 >"$log_dir/bench_cuda_ctx4096.log" 2>&1 || status=1
   echo "== summary"
   grep -h -E '^NMSE|^MODEL' "$log_dir/test_cuda_ops.log" "$log_dir/test_cuda_models.log"
-  grep -h -E 'PASSED|FAILED' "$log_dir"/test_cuda_*.log
+  grep -h -E 'PASSED|FAILED' "$log_dir"/test_*.log
   [ -f "$log_dir/memcheck.log" ] && grep -H -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log_dir"/*check.log
   sed -n '/^measurement/,$p' "$log_dir/bench_cuda.log"
   sed -n '/^measurement/,$p' "$log_dir/bench_cuda_ctx4096.log" | grep decode
