@@ -104,6 +104,7 @@ int run(int argc, char** argv) {
   }
   if (!json && !output_ids) std::fputs(text.flush().c_str(), stdout);
   if (output_ids || !json) std::printf("\n");
+  std::fflush(stdout);
   double total_s = seconds_since(t_start);
   double decode_s = total_s - prefill_s;
   std::fprintf(stderr,

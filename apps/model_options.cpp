@@ -5,7 +5,7 @@
 namespace tessera::app {
 
 void add_model_options(CLI::App& app, ModelOptions& o) {
-  app.add_option("-m,--model", o.model_dir, "Hugging Face model directory")->required();
+  app.add_option("-m,--model", o.model_dir, "Hugging Face model directory (default: the bundled " TESSERA_DEFAULT_MODEL_NAME ")");
   app.add_option("-t,--threads", o.threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
   app.add_option("--max-model-len", o.max_model_len, "Context length (default: the model's)")
       ->check(CLI::NonNegativeNumber);
@@ -50,7 +50,7 @@ TextStream LoadedRuntime::text_stream() const { return TextStream{}; }
 LoadedRuntime load_runtime(const ModelOptions& o) {
   LoadedRuntime rt;
   rt.backend = make_cpu_backend({.reference = false, .threads = o.threads});
-  rt.loaded = load_model(o.model_dir, *rt.backend);
+  rt.loaded = load_model(o.model_dir.empty() ? std::string(TESSERA_DEFAULT_MODEL_DIR) : o.model_dir, *rt.backend);
   rt.eos_ids = rt.loaded.config.eos_token_ids();
   return rt;
 }
