@@ -108,10 +108,12 @@ int run(int argc, char** argv) {
   sc.log_requests = !quiet;
   ec.kv_cache_bytes = parse_size(kv_memory);
   ec.max_model_len = mo.max_model_len;
-  if (sc.served_model_name.empty())
-    sc.served_model_name = std::filesystem::path(mo.model_dir).lexically_normal().filename().string();
-  if (sc.served_model_name.empty())
-    sc.served_model_name = std::filesystem::path(mo.model_dir).lexically_normal().parent_path().filename().string();
+  if (sc.served_model_name.empty()) {
+    auto dir = std::filesystem::path(mo.model_dir).lexically_normal();
+    sc.served_model_name = mo.model_dir.empty()          ? TESSERA_DEFAULT_MODEL_NAME
+                           : dir.has_filename()          ? dir.filename().string()
+                                                         : dir.parent_path().filename().string();
+  }
   sc.http_threads = ec.scheduler.max_num_seqs + sc.max_queue + 32;
 
   // Signals are taken by this thread alone (sigwait below), not by the server's threads.

@@ -2,6 +2,8 @@
 // and raw HTTP (Node scripts in tests/server/js).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "server_process.h"
 #include "testutil.h"
 
@@ -52,6 +54,15 @@ TEST(ServerE2E, ABurstBeyondTheQueueIsRefusedWith429) {
   ServerProcess srv("-m " + fixture("llama") + " -t 1 --kv-cache-memory 8MiB --max-num-seqs 2 --max-queue 2");
   ASSERT_TRUE(srv.wait_healthy()) << srv.log();
   expect_node_passes("busy.js", srv.base_url() + " llama 24");
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+}
+
+TEST(ServerE2E, PrefixCachingShortensTheSecondTurn) {
+  REQUIRE_NODE_MODULES();
+  ServerProcess srv("-m " + (std::filesystem::path(TESSERA_SOURCE_DIR) / "models" / "tessera-kjv").string() +
+                    " -t 2 --kv-cache-memory 64MiB --no-log-requests");
+  ASSERT_TRUE(srv.wait_healthy()) << srv.log();
+  expect_node_passes("prefix_cache.js", srv.base_url() + " tessera-kjv");
   EXPECT_EQ(srv.stop(), 0) << srv.log();
 }
 

@@ -138,4 +138,21 @@ run({
   async 'no KV blocks are left in use'() {
     assert.equal(await idle_blocks(base), 0);
   },
+
+  async '/metrics counts what happened'() {
+    const text = await (await fetch(`${base}/metrics`)).text();
+    const value = (re) => Number((text.match(re) || [])[1]);
+    assert.ok(value(/^tessera_requests_total\{status="200"\} (\d+)$/m) >= 10);
+    assert.ok(value(/^tessera_requests_total\{status="400"\} (\d+)$/m) >= 1);
+    assert.ok(value(/^tessera_requests_total\{status="404"\} (\d+)$/m) >= 1);
+    assert.ok(value(/^tessera_generation_tokens_total (\d+)$/m) >= 100);
+    assert.ok(value(/^tessera_prompt_tokens_total (\d+)$/m) >= 100);
+    assert.ok(value(/^tessera_prefix_cache_hit_tokens_total (\d+)$/m) >= 48);
+    assert.ok(value(/^tessera_time_to_first_token_seconds_count (\d+)$/m) >= 10);
+    assert.ok(value(/^tessera_inter_token_latency_seconds_count (\d+)$/m) >= 100);
+    assert.equal(value(/^tessera_time_to_first_token_seconds_bucket\{le="\+Inf"\} (\d+)$/m),
+      value(/^tessera_time_to_first_token_seconds_count (\d+)$/m));
+    assert.equal(value(/^tessera_kv_blocks_used (\d+)$/m), 0);
+    assert.ok(value(/^tessera_kv_blocks_free (\d+)$/m) > 0);
+  },
 });
