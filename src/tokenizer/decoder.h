@@ -1,0 +1,21 @@
+// Decoders of tokenizer.json: turn token strings back into text.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace tessera::tok {
+
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  // Rewrites the list of token strings; the final text is their concatenation.
+  virtual void decode_chain(std::vector<std::string>& tokens) const = 0;
+};
+
+// Builds the decoder of a tokenizer.json "decoder" object; null for JSON null.
+std::unique_ptr<Decoder> make_decoder(const nlohmann::json& j);
+
+}  // namespace tessera::tok
