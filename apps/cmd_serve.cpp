@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "core/error.h"
 #include "engine/async_engine.h"
 #include "model_options.h"
+#include "server/model_codec.h"
 #include "server/server.h"
 
 namespace tessera::app {
@@ -106,13 +108,12 @@ int run(int argc, char** argv) {
   app.add_flag("--no-log-requests", quiet, "Do not log a line per finished request");
   CLI11_PARSE(app, argc, argv);
   sc.log_requests = !quiet;
+  if (mo.model_dir.empty()) mo.model_dir = TESSERA_DEFAULT_MODEL_DIR;
   ec.kv_cache_bytes = parse_size(kv_memory);
   ec.max_model_len = mo.max_model_len;
   if (sc.served_model_name.empty()) {
     auto dir = std::filesystem::path(mo.model_dir).lexically_normal();
-    sc.served_model_name = mo.model_dir.empty()          ? TESSERA_DEFAULT_MODEL_NAME
-                           : dir.has_filename()          ? dir.filename().string()
-                                                         : dir.parent_path().filename().string();
+    sc.served_model_name = dir.has_filename() ? dir.filename().string() : dir.parent_path().filename().string();
   }
   sc.http_threads = ec.scheduler.max_num_seqs + sc.max_queue + 32;
 
@@ -139,8 +140,13 @@ int run(int argc, char** argv) {
   info.eos_ids = rt.eos_ids;
   info.defaults = default_sampling(rt.loaded.config);
   int num_blocks = engine->blocks().num_blocks();
+  std::unique_ptr<server::TextCodec> codec =
+      server::load_model_codec(mo.model_dir);
+  if (!codec) std::fprintf(stderr, "no tokenizer.json: prompts must be token ids\n");
+  for (int32_t id : codec ? codec->eos_ids() : std::vector<int32_t>{})
+    if (std::find(info.eos_ids.begin(), info.eos_ids.end(), id) == info.eos_ids.end()) info.eos_ids.push_back(id);
   AsyncEngine async(std::move(engine));
-  srv.set_model(async, nullptr, info);
+  srv.set_model(async, codec.get(), info);
   std::fprintf(stderr, "loaded %s (%s) in %.2f s: context %d, %d KV blocks (%lld tokens); serving '%s'\n",
                mo.model_dir.c_str(), rt.loaded.architecture.c_str(),
                std::chrono::duration<double>(Clock::now() - t0).count(), info.max_model_len, num_blocks,

@@ -57,10 +57,19 @@ TEST(ServerE2E, ABurstBeyondTheQueueIsRefusedWith429) {
   EXPECT_EQ(srv.stop(), 0) << srv.log();
 }
 
+std::string kjv() { return (std::filesystem::path(TESSERA_SOURCE_DIR) / "models" / "tessera-kjv").string(); }
+
+TEST(ServerE2E, OpenAiClientTextCompletions) {
+  REQUIRE_NODE_MODULES();
+  ServerProcess srv("-m " + kjv() + " -t 2 --kv-cache-memory 64MiB");
+  ASSERT_TRUE(srv.wait_healthy()) << srv.log();
+  expect_node_passes("text_client.js", srv.base_url() + " tessera-kjv");
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+}
+
 TEST(ServerE2E, PrefixCachingShortensTheSecondTurn) {
   REQUIRE_NODE_MODULES();
-  ServerProcess srv("-m " + (std::filesystem::path(TESSERA_SOURCE_DIR) / "models" / "tessera-kjv").string() +
-                    " -t 2 --kv-cache-memory 64MiB --no-log-requests");
+  ServerProcess srv("-m " + kjv() + " -t 2 --kv-cache-memory 64MiB --no-log-requests");
   ASSERT_TRUE(srv.wait_healthy()) << srv.log();
   expect_node_passes("prefix_cache.js", srv.base_url() + " tessera-kjv");
   EXPECT_EQ(srv.stop(), 0) << srv.log();
