@@ -32,7 +32,7 @@ size_t parse_size(const std::string& s) {
     throw Error("--kv-cache-memory: \"" + s + "\" is not a size (e.g. 512MiB, 2GiB)");
   }
   std::string unit = s.substr(used);
-  double mult = unit.empty() || unit == "B" ? 1
+  double mult = unit.empty() || unit == "B"    ? 1
                 : unit == "KiB" || unit == "K" ? 1024.0
                 : unit == "MiB" || unit == "M" ? 1024.0 * 1024
                 : unit == "GiB" || unit == "G" ? 1024.0 * 1024 * 1024
@@ -48,7 +48,9 @@ size_t parse_size(const std::string& s) {
 SamplingParams default_sampling(const HfConfig& cfg) {
   const auto& g = cfg.generation();
   SamplingParams p;
-  auto num = [&](const char* k, float d) { return g.contains(k) && g[k].is_number() ? g[k].get<float>() : d; };
+  auto num = [&](const char* k, float d) {
+    return g.contains(k) && g[k].is_number() ? g[k].get<float>() : d;
+  };
   p.temperature = num("temperature", 1.0f);
   p.top_p = num("top_p", 1.0f);
   p.top_k = int(num("top_k", 0));
@@ -93,17 +95,26 @@ int run(int argc, char** argv) {
   EngineConfig ec;
   std::string kv_memory = "1GiB";
   app.add_option("--host", sc.host, "Address to listen on")->capture_default_str();
-  app.add_option("--port", sc.port, "Port to listen on (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
+  app.add_option("--port", sc.port, "Port to listen on (0: any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
   app.add_option("--api-key", sc.api_key, "Require 'Authorization: Bearer <key>' on /v1 routes");
-  app.add_option("--served-model-name", sc.served_model_name, "Model name clients ask for (default: the directory name)");
+  app.add_option("--served-model-name", sc.served_model_name,
+                 "Model name clients ask for (default: the directory name)");
   app.add_option("--max-num-seqs", ec.scheduler.max_num_seqs, "Sequences running at once")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--max-num-batched-tokens", ec.scheduler.max_num_batched_tokens, "Tokens computed per engine step")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-num-batched-tokens", ec.scheduler.max_num_batched_tokens,
+                 "Tokens computed per engine step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--max-queue", sc.max_queue, "Sequences allowed to wait beyond the running ones (then 429)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--kv-cache-memory", kv_memory, "Memory for the KV cache (e.g. 512MiB, 4GiB)")->capture_default_str();
-  app.add_option("--max-body-size", sc.max_body_bytes, "Largest request body in bytes (then 413)")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--kv-cache-memory", kv_memory, "Memory for the KV cache (e.g. 512MiB, 4GiB)")
+      ->capture_default_str();
+  app.add_option("--max-body-size", sc.max_body_bytes, "Largest request body in bytes (then 413)")
+      ->capture_default_str();
   bool quiet = false;
   app.add_flag("--no-log-requests", quiet, "Do not log a line per finished request");
   CLI11_PARSE(app, argc, argv);
@@ -113,7 +124,8 @@ int run(int argc, char** argv) {
   ec.max_model_len = mo.max_model_len;
   if (sc.served_model_name.empty()) {
     auto dir = std::filesystem::path(mo.model_dir).lexically_normal();
-    sc.served_model_name = dir.has_filename() ? dir.filename().string() : dir.parent_path().filename().string();
+    sc.served_model_name =
+        dir.has_filename() ? dir.filename().string() : dir.parent_path().filename().string();
   }
   sc.http_threads = ec.scheduler.max_num_seqs + sc.max_queue + 32;
 
@@ -140,11 +152,11 @@ int run(int argc, char** argv) {
   info.eos_ids = rt.eos_ids;
   info.defaults = default_sampling(rt.loaded.config);
   int num_blocks = engine->blocks().num_blocks();
-  std::unique_ptr<server::TextCodec> codec =
-      server::load_model_codec(mo.model_dir);
+  std::unique_ptr<server::TextCodec> codec = server::load_model_codec(mo.model_dir);
   if (!codec) std::fprintf(stderr, "no tokenizer.json: prompts must be token ids\n");
   for (int32_t id : codec ? codec->eos_ids() : std::vector<int32_t>{})
-    if (std::find(info.eos_ids.begin(), info.eos_ids.end(), id) == info.eos_ids.end()) info.eos_ids.push_back(id);
+    if (std::find(info.eos_ids.begin(), info.eos_ids.end(), id) == info.eos_ids.end())
+      info.eos_ids.push_back(id);
   AsyncEngine async(std::move(engine));
   srv.set_model(async, codec.get(), info);
   std::fprintf(stderr, "loaded %s (%s) in %.2f s: context %d, %d KV blocks (%lld tokens); serving '%s'\n",

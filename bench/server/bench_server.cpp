@@ -22,7 +22,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double since(Clock::time_point t0, Clock::time_point t) { return std::chrono::duration<double>(t - t0).count(); }
+double since(Clock::time_point t0, Clock::time_point t) {
+  return std::chrono::duration<double>(t - t0).count();
+}
 
 struct Run {
   double wall_s = 0;
@@ -65,7 +67,8 @@ Run run_engine(Engine& engine, const Load& l) {
   for (int round = 0; round < l.rounds; ++round) {
     std::unordered_map<int64_t, Clock::time_point> last;
     auto start = Clock::now();
-    for (int c = 0; c < l.clients; ++c) last[engine.add_request(make_request(l, round * l.clients + c))] = start;
+    for (int c = 0; c < l.clients; ++c)
+      last[engine.add_request(make_request(l, round * l.clients + c))] = start;
     while (engine.has_work()) {
       auto outs = engine.step();
       auto now = Clock::now();
@@ -122,8 +125,9 @@ void client(const std::string& host, int port, const Load& l, int c, Run& out, s
   Run mine;
   for (int round = 0; round < l.rounds; ++round) {
     Request r = make_request(l, round * l.clients + c);
-    nlohmann::json body = {{"prompt", r.prompt}, {"max_tokens", l.max_tokens}, {"temperature", 0.8},
-                           {"seed", *r.seed}, {"ignore_eos", true}, {"stream", true}, {"return_token_ids", true}};
+    nlohmann::json body = {{"prompt", r.prompt},      {"max_tokens", l.max_tokens}, {"temperature", 0.8},
+                           {"seed", *r.seed},         {"ignore_eos", true},         {"stream", true},
+                           {"return_token_ids", true}};
     httplib::Request req;
     req.method = "POST";
     req.path = "/v1/completions";
@@ -179,10 +183,13 @@ Run run_clients(const std::string& host, int port, const Load& l) {
 
 void print_row(const char* what, const Load& l, const Run& r, double overhead_pct) {
   std::printf("| %-6s | %5d | %6lld | %8.1f | %7.1f | %7.1f | %6.2f | %6.2f | %s | %d |\n", what, l.clients,
-              (long long)r.tokens, r.tok_per_s(), percentile(r.ttft, 0.5) * 1e3, percentile(r.ttft, 0.99) * 1e3,
-              percentile(r.itl, 0.5) * 1e3, percentile(r.itl, 0.99) * 1e3,
-              overhead_pct < -100 ? "     " : (std::ostringstream() << (overhead_pct >= 0 ? "+" : "") << std::fixed
-                                                                   << std::setprecision(1) << overhead_pct << "%").str().c_str(),
+              (long long)r.tokens, r.tok_per_s(), percentile(r.ttft, 0.5) * 1e3,
+              percentile(r.ttft, 0.99) * 1e3, percentile(r.itl, 0.5) * 1e3, percentile(r.itl, 0.99) * 1e3,
+              overhead_pct < -100 ? "     "
+                                  : (std::ostringstream() << (overhead_pct >= 0 ? "+" : "") << std::fixed
+                                                          << std::setprecision(1) << overhead_pct << "%")
+                                        .str()
+                                        .c_str(),
               r.errors);
   std::fflush(stdout);
 }
@@ -238,8 +245,12 @@ int main(int argc, char** argv) {
 
   std::printf("model %s, prompt %d tokens, %d generated per request (temperature 0.8, EOS ignored)\n\n",
               model_dir.c_str(), prompt_len, max_tokens);
-  std::printf("| path   | streams | tokens | tok/s    | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | overhead | errors |\n");
-  std::printf("|--------|---------|--------|----------|-------------|-------------|------------|------------|----------|--------|\n");
+  std::printf(
+      "| path   | streams | tokens | tok/s    | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | "
+      "overhead | errors |\n");
+  std::printf(
+      "|--------|---------|--------|----------|-------------|-------------|------------|------------|--------"
+      "--|--------|\n");
   // The engine alone gets its own engine on the same model; it and the server's engine thread
   // never run at the same time. Both are warmed up (first-touch of the KV cache) before timing.
   Load warm{max_c, 1, prompt_len, 4};

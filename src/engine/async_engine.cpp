@@ -24,13 +24,15 @@ RequestStream::RequestStream(int num_requests)
 std::vector<StreamEvent> RequestStream::wait(std::chrono::milliseconds timeout) {
   std::unique_lock lk(mu_);
   cv_.wait_for(lk, timeout, [&] { return !events_.empty(); });
-  std::vector<StreamEvent> out(std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
+  std::vector<StreamEvent> out(std::make_move_iterator(events_.begin()),
+                               std::make_move_iterator(events_.end()));
   events_.clear();
   return out;
 }
 
 void RequestStream::cancel(int index) {
-  if (index >= 0) cancelled_[size_t(index)] = true;
+  if (index >= 0)
+    cancelled_[size_t(index)] = true;
   else
     for (int i = 0; i < size_; ++i) cancelled_[size_t(i)] = true;
 }
@@ -48,7 +50,9 @@ AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine) : engine_(std::move(eng
   thread_ = std::thread([this] { loop(); });
 }
 
-AsyncEngine::~AsyncEngine() { stop(); }
+AsyncEngine::~AsyncEngine() {
+  stop();
+}
 
 std::shared_ptr<RequestStream> AsyncEngine::submit(std::vector<Request> reqs) {
   auto stream = std::make_shared<RequestStream>(int(reqs.size()));

@@ -18,13 +18,13 @@ namespace tessera {
 
 // One generated token (or the failure) of one of a stream's sequences.
 struct StreamEvent {
-  int index = 0;                // which of the stream's requests
+  int index = 0;  // which of the stream's requests
   int32_t token = 0;
   SampleResult sample;
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
-  int num_cached_tokens = 0;    // prompt tokens that came from the prefix cache
-  std::string error;            // non-empty: the engine refused or lost the request
+  int num_cached_tokens = 0;  // prompt tokens that came from the prefix cache
+  std::string error;          // non-empty: the engine refused or lost the request
 };
 
 // The outputs of one client request: one or more sequences (n > 1, several prompts). The
@@ -52,7 +52,7 @@ class RequestStream {
 
 // A consistent-enough snapshot for metrics, published after every step.
 struct AsyncEngineStats {
-  int waiting = 0;            // submitted, not yet running
+  int waiting = 0;  // submitted, not yet running
   int running = 0;
   int used_blocks = 0;
   int free_blocks = 0;

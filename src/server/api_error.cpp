@@ -15,6 +15,8 @@ nlohmann::json error_body(int status, const std::string& message, const std::str
             {"code", status}}}};
 }
 
-nlohmann::json ApiError::to_json() const { return error_body(status_, what(), param_); }
+nlohmann::json ApiError::to_json() const {
+  return error_body(status_, what(), param_);
+}
 
 }  // namespace tessera::server

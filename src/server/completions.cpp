@@ -21,14 +21,19 @@ std::vector<std::vector<int32_t>> tokenize_prompts(const Server::State& st, cons
   const TextCodec* codec = st.codec;
   try {
     if (r.endpoint == Endpoint::Chat) {
-      if (!codec) throw ApiError(400, "this model has no tokenizer or chat template; use /v1/completions with token ids");
+      if (!codec)
+        throw ApiError(400,
+                       "this model has no tokenizer or chat template; use /v1/completions with token ids");
       // The template writes any BOS itself, so special tokens are not added a second time.
       out.push_back(codec->encode(codec->render_chat(r.chat), false));
     } else {
       for (const auto& p : r.prompts) {
-        if (!p.is_text) out.push_back(p.ids);
-        else if (!codec) throw ApiError(400, "this model has no tokenizer; send 'prompt' as token ids", "prompt");
-        else out.push_back(codec->encode(p.text, true));
+        if (!p.is_text)
+          out.push_back(p.ids);
+        else if (!codec)
+          throw ApiError(400, "this model has no tokenizer; send 'prompt' as token ids", "prompt");
+        else
+          out.push_back(codec->encode(p.text, true));
       }
     }
   } catch (const Error& e) {
@@ -39,8 +44,10 @@ std::vector<std::vector<int32_t>> tokenize_prompts(const Server::State& st, cons
 
 void check_token(const Server::State& st, int32_t id, const char* field) {
   if (id >= st.info.vocab_size)
-    throw ApiError(400, "token id " + std::to_string(id) + " is outside the vocabulary (size " +
-                            std::to_string(st.info.vocab_size) + ")", field);
+    throw ApiError(400,
+                   "token id " + std::to_string(id) + " is outside the vocabulary (size " +
+                       std::to_string(st.info.vocab_size) + ")",
+                   field);
 }
 
 // Builds the engine requests, one per (prompt, choice), enforcing the context length.
@@ -61,10 +68,12 @@ std::vector<ChoiceSpec> build_choices(const Server::State& st, const GenerationR
     int64_t n = int64_t(ids.size());
     int64_t max_tokens = r.max_tokens ? *r.max_tokens : limit - n;
     if (n + max_tokens > limit || max_tokens < 1)
-      throw ApiError(400, "this model's maximum context length is " + std::to_string(limit) +
-                              " tokens; the request needs " + std::to_string(n + std::max<int64_t>(max_tokens, 1)) +
-                              " (" + std::to_string(n) + " in the prompt, " + std::to_string(std::max<int64_t>(max_tokens, 1)) +
-                              " to generate)", r.max_tokens ? "max_tokens" : field);
+      throw ApiError(
+          400,
+          "this model's maximum context length is " + std::to_string(limit) + " tokens; the request needs " +
+              std::to_string(n + std::max<int64_t>(max_tokens, 1)) + " (" + std::to_string(n) +
+              " in the prompt, " + std::to_string(std::max<int64_t>(max_tokens, 1)) + " to generate)",
+          r.max_tokens ? "max_tokens" : field);
     for (int j = 0; j < r.n; ++j) {
       Request q;
       q.prompt = ids;
@@ -78,16 +87,18 @@ std::vector<ChoiceSpec> build_choices(const Server::State& st, const GenerationR
   return out;
 }
 
-void log_request(const Server::State& st, const ResponseContext& ctx, const Generation& g, Clock::time_point t0) {
+void log_request(const Server::State& st, const ResponseContext& ctx, const Generation& g,
+                 Clock::time_point t0) {
   if (!st.cfg.log_requests) return;
   Usage u = g.usage();
   double total = std::chrono::duration<double>(Clock::now() - t0).count();
   double ttft = g.ttft();
   double decode = total - ttft;
-  std::fprintf(stderr, "%s: prompt %lld tokens (%lld cached), generated %lld, TTFT %.1f ms, %.1f tok/s, finish %s\n",
-               ctx.id.c_str(), (long long)u.prompt_tokens, (long long)u.cached_tokens, (long long)u.completion_tokens,
-               ttft * 1e3, u.completion_tokens > 1 && decode > 0 ? double(u.completion_tokens - 1) / decode : 0.0,
-               g.finish_reasons().c_str());
+  std::fprintf(
+      stderr, "%s: prompt %lld tokens (%lld cached), generated %lld, TTFT %.1f ms, %.1f tok/s, finish %s\n",
+      ctx.id.c_str(), (long long)u.prompt_tokens, (long long)u.cached_tokens, (long long)u.completion_tokens,
+      ttft * 1e3, u.completion_tokens > 1 && decode > 0 ? double(u.completion_tokens - 1) / decode : 0.0,
+      g.finish_reasons().c_str());
 }
 
 void respond_whole(Server::State& st, const ResponseContext& ctx, Generation& g, httplib::Response& res,
@@ -101,7 +112,8 @@ void respond_whole(Server::State& st, const ResponseContext& ctx, Generation& g,
     }
   Usage u = g.usage();
   st.metrics.add_tokens(u.prompt_tokens, u.cached_tokens, u.completion_tokens);
-  res.set_content(full_response(ctx, acc, u).dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+  res.set_content(full_response(ctx, acc, u).dump(-1, ' ', false, json::error_handler_t::replace),
+                  "application/json");
   st.metrics.count_request(200);
   log_request(st, ctx, g, t0);
 }
@@ -154,7 +166,8 @@ bool stream_some(StreamState& s, httplib::DataSink& sink) {
 
 }  // namespace
 
-void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Request& req,
+                       httplib::Response& res) {
   Clock::time_point t0 = Clock::now();
   try {
     json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
@@ -162,8 +175,10 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
     GenerationRequest r = endpoint == Endpoint::Chat ? parse_chat_request(body, st.info.defaults)
                                                      : parse_completion_request(body, st.info.defaults);
     if (!r.model.empty() && r.model != st.cfg.served_model_name)
-      throw ApiError(404, "the model '" + r.model + "' does not exist (this server serves '" +
-                              st.cfg.served_model_name + "')", "model");
+      throw ApiError(404,
+                     "the model '" + r.model + "' does not exist (this server serves '" +
+                         st.cfg.served_model_name + "')",
+                     "model");
     if (!st.ready) throw ApiError(503, "the model is loading");
 
     std::vector<std::vector<int32_t>> prompts = tokenize_prompts(st, r);
@@ -176,7 +191,9 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
     ResponseContext ctx;
     ctx.endpoint = endpoint;
     ctx.id = (endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + std::to_string(st.next_id++);
-    ctx.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    ctx.created =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
     ctx.model = st.cfg.served_model_name;
     ctx.codec = st.codec;
     ctx.logprobs = r.params.logprobs >= 0;

@@ -29,7 +29,9 @@ struct ChoiceDelta {
   std::vector<TokenLogprob> logprobs;
   std::string finish_reason;  // "" while running; "stop" or "length" at the end
 
-  bool empty() const { return text.empty() && token_ids.empty() && logprobs.empty() && finish_reason.empty(); }
+  bool empty() const {
+    return text.empty() && token_ids.empty() && logprobs.empty() && finish_reason.empty();
+  }
   void append(const ChoiceDelta& d);
 };
 

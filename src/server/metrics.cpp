@@ -41,9 +41,10 @@ void Histogram::render(const std::string& name, std::string& out) const {
 }
 
 Metrics::Metrics()
-    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}),
-      itl_({0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
-            0.75, 1, 2.5}),
+    : ttft_(
+          {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}),
+      itl_({0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
+            0.075, 0.1,    0.15,  0.2,  0.3,   0.4,  0.5,   0.75, 1,    2.5}),
       latency_({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480}) {}
 
 void Metrics::count_request(int status) {
@@ -79,22 +80,26 @@ std::string Metrics::render(const AsyncEngineStats* e) const {
   header(out, "tessera_requests_total", "counter", "HTTP requests to the API by response status.");
   for (auto [status, n] : requests_)
     out += "tessera_requests_total{status=\"" + std::to_string(status) + "\"} " + std::to_string(n) + "\n";
-  scalar(out, "tessera_prompt_tokens_total", "counter", "Prompt tokens of finished requests.", double(prompt_tokens_));
+  scalar(out, "tessera_prompt_tokens_total", "counter", "Prompt tokens of finished requests.",
+         double(prompt_tokens_));
   scalar(out, "tessera_generation_tokens_total", "counter", "Generated tokens.", double(generated_tokens_));
-  scalar(out, "tessera_prefix_cache_hit_tokens_total", "counter", "Prompt tokens served from the prefix cache.",
-         double(cached_tokens_));
+  scalar(out, "tessera_prefix_cache_hit_tokens_total", "counter",
+         "Prompt tokens served from the prefix cache.", double(cached_tokens_));
   if (e) {
     scalar(out, "tessera_num_requests_waiting", "gauge", "Sequences waiting to run.", e->waiting);
     scalar(out, "tessera_num_requests_running", "gauge", "Sequences running.", e->running);
     scalar(out, "tessera_kv_blocks_used", "gauge", "KV cache blocks in use by sequences.", e->used_blocks);
     scalar(out, "tessera_kv_blocks_free", "gauge", "KV cache blocks free or evictable.", e->free_blocks);
     scalar(out, "tessera_kv_blocks_total", "gauge", "KV cache blocks.", e->total_blocks);
-    scalar(out, "tessera_prefix_cache_blocks", "gauge", "Blocks findable in the prefix cache.", e->cached_blocks);
-    scalar(out, "tessera_preemptions_total", "counter", "Sequences preempted for memory.", double(e->preemptions));
+    scalar(out, "tessera_prefix_cache_blocks", "gauge", "Blocks findable in the prefix cache.",
+           e->cached_blocks);
+    scalar(out, "tessera_preemptions_total", "counter", "Sequences preempted for memory.",
+           double(e->preemptions));
   }
   header(out, "tessera_time_to_first_token_seconds", "histogram", "Time from request to first token.");
   ttft_.render("tessera_time_to_first_token_seconds", out);
-  header(out, "tessera_inter_token_latency_seconds", "histogram", "Time between consecutive tokens of a sequence.");
+  header(out, "tessera_inter_token_latency_seconds", "histogram",
+         "Time between consecutive tokens of a sequence.");
   itl_.render("tessera_inter_token_latency_seconds", out);
   header(out, "tessera_request_latency_seconds", "histogram", "Time from request to its last token.");
   latency_.render("tessera_request_latency_seconds", out);

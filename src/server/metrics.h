@@ -13,7 +13,8 @@ namespace tessera::server {
 
 class Histogram {
  public:
-  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+  explicit Histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
   void observe(double v);
   // Appends the _bucket/_sum/_count lines of metric `name`.
   void render(const std::string& name, std::string& out) const;

@@ -36,14 +36,17 @@ std::optional<int64_t> integer(const json& body, const char* key, int64_t lo, in
   if (v->is_number_float()) {
     double d = v->get<double>();
     if (d != std::floor(d)) bad(key, "must be an integer");
-    if (!(d >= double(lo) && d <= double(hi))) bad(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+    if (!(d >= double(lo) && d <= double(hi)))
+      bad(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
     return int64_t(d);
   }
   if (!v->is_number_integer()) bad(key, "must be an integer");
   if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
     bad(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
   int64_t x = v->get<int64_t>();
-  if (x < lo || x > hi) bad(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + std::to_string(x));
+  if (x < lo || x > hi)
+    bad(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " +
+                 std::to_string(x));
   return x;
 }
 
@@ -55,7 +58,8 @@ std::optional<bool> boolean(const json& body, const char* key) {
 }
 
 int32_t token_id(const json& v, const std::string& key) {
-  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > std::numeric_limits<int32_t>::max())
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+      v.get<int64_t>() > std::numeric_limits<int32_t>::max())
     bad(key, "must hold token ids (non-negative integers)");
   return v.get<int32_t>();
 }
@@ -120,7 +124,8 @@ void parse_common(const json& body, GenerationRequest& r) {
   if (!mt) mt = integer(body, "max_tokens", 1, std::numeric_limits<int32_t>::max());
   if (mt) r.max_tokens = int(*mt);
   r.n = int(integer(body, "n", 1, 128).value_or(1));
-  if (auto s = integer(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()))
+  if (auto s =
+          integer(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()))
     r.seed = uint64_t(*s);
 
   if (const json* v = field(body, "stop")) {
@@ -180,7 +185,8 @@ GenerationRequest parse_chat_request(const json& body, const SamplingParams& def
   for (const json& m : *msgs) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
       bad("messages", "must be objects with a string 'role'");
-    if (m.contains("content") && !m["content"].is_null() && !m["content"].is_string() && !m["content"].is_array())
+    if (m.contains("content") && !m["content"].is_null() && !m["content"].is_string() &&
+        !m["content"].is_array())
       bad("messages", "content must be a string, an array of parts or null");
   }
   r.chat.messages = *msgs;
@@ -212,16 +218,20 @@ GenerationRequest parse_completion_request(const json& body, const SamplingParam
 
   const json* p = field(body, "prompt");
   if (!p) bad("prompt", "is required");
-  const char* shape = "must be a string, an array of strings, an array of token ids or an array of such arrays";
+  const char* shape =
+      "must be a string, an array of strings, an array of token ids or an array of such arrays";
   if (p->is_string()) {
     r.prompts.push_back(text_prompt(p->get<std::string>()));
   } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
     r.prompts.push_back(ids_prompt(token_ids(*p, "prompt")));
   } else if (p->is_array() && !p->empty()) {
     for (const json& e : *p) {
-      if (e.is_string()) r.prompts.push_back(text_prompt(e.get<std::string>()));
-      else if (e.is_array() && !e.empty()) r.prompts.push_back(ids_prompt(token_ids(e, "prompt")));
-      else bad("prompt", shape);
+      if (e.is_string())
+        r.prompts.push_back(text_prompt(e.get<std::string>()));
+      else if (e.is_array() && !e.empty())
+        r.prompts.push_back(ids_prompt(token_ids(e, "prompt")));
+      else
+        bad("prompt", shape);
     }
   } else {
     bad("prompt", shape);

@@ -24,19 +24,19 @@ struct PromptInput {
 
 struct GenerationRequest {
   Endpoint endpoint = Endpoint::Completion;
-  std::string model;                   // empty: the served model
-  std::vector<PromptInput> prompts;    // completions: one or more
-  ChatInput chat;                      // chat: the conversation to render
-  SamplingParams params;               // logprobs < 0: none
-  std::optional<int> max_tokens;       // none: up to the context length
+  std::string model;                 // empty: the served model
+  std::vector<PromptInput> prompts;  // completions: one or more
+  ChatInput chat;                    // chat: the conversation to render
+  SamplingParams params;             // logprobs < 0: none
+  std::optional<int> max_tokens;     // none: up to the context length
   int n = 1;
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
-  std::vector<int32_t> stop_token_ids; // extension (vLLM): finish on these ids too
-  bool ignore_eos = false;             // extension (vLLM)
+  std::vector<int32_t> stop_token_ids;  // extension (vLLM): finish on these ids too
+  bool ignore_eos = false;              // extension (vLLM)
   bool stream = false;
-  bool include_usage = false;          // stream_options.include_usage
-  bool return_token_ids = false;       // extension (vLLM): prompt and generated ids in the response
+  bool include_usage = false;     // stream_options.include_usage
+  bool return_token_ids = false;  // extension (vLLM): prompt and generated ids in the response
 };
 
 // `defaults` are the model's sampling defaults; fields the request sets override them.

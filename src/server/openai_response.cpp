@@ -44,13 +44,18 @@ json completion_logprobs(const ResponseContext& ctx, const std::vector<TokenLogp
 
 json logprobs_json(const ResponseContext& ctx, const ChoiceDelta& d) {
   if (!ctx.logprobs) return nullptr;
-  return ctx.endpoint == Endpoint::Chat ? chat_logprobs(ctx, d.logprobs) : completion_logprobs(ctx, d.logprobs);
+  return ctx.endpoint == Endpoint::Chat ? chat_logprobs(ctx, d.logprobs)
+                                        : completion_logprobs(ctx, d.logprobs);
 }
 
-json finish_json(const ChoiceDelta& d) { return d.finish_reason.empty() ? json(nullptr) : json(d.finish_reason); }
+json finish_json(const ChoiceDelta& d) {
+  return d.finish_reason.empty() ? json(nullptr) : json(d.finish_reason);
+}
 
 // The assistant message of a chat choice. Tool-call and reasoning parsing goes here.
-json chat_message(const std::string& text) { return {{"role", "assistant"}, {"content", text}}; }
+json chat_message(const std::string& text) {
+  return {{"role", "assistant"}, {"content", text}};
+}
 
 json envelope(const ResponseContext& ctx, const char* object) {
   return {{"id", ctx.id}, {"object", object}, {"created", ctx.created}, {"model", ctx.model}};
@@ -71,8 +76,10 @@ json full_response(const ResponseContext& ctx, const std::vector<ChoiceDelta>& c
   json arr = json::array();
   for (const auto& c : choices) {
     json j = {{"index", c.index}, {"logprobs", logprobs_json(ctx, c)}, {"finish_reason", finish_json(c)}};
-    if (chat) j["message"] = chat_message(c.text);
-    else j["text"] = c.text;
+    if (chat)
+      j["message"] = chat_message(c.text);
+    else
+      j["text"] = c.text;
     if (ctx.return_token_ids) j["token_ids"] = c.token_ids;
     arr.push_back(std::move(j));
   }

@@ -13,8 +13,8 @@ namespace tessera::server {
 
 struct ResponseContext {
   Endpoint endpoint = Endpoint::Completion;
-  std::string id;          // "chatcmpl-..." or "cmpl-..."
-  int64_t created = 0;     // unix seconds
+  std::string id;       // "chatcmpl-..." or "cmpl-..."
+  int64_t created = 0;  // unix seconds
   std::string model;
   const TextCodec* codec = nullptr;  // null: tokens are shown as "token_id:N"
   bool logprobs = false;
@@ -24,7 +24,8 @@ struct ResponseContext {
 
 nlohmann::json usage_json(const Usage& u);
 // The whole response: `choices` are the accumulated deltas, in index order.
-nlohmann::json full_response(const ResponseContext& ctx, const std::vector<ChoiceDelta>& choices, const Usage& u);
+nlohmann::json full_response(const ResponseContext& ctx, const std::vector<ChoiceDelta>& choices,
+                             const Usage& u);
 // One streamed chunk. `first` marks a chat choice's first chunk (it carries the role).
 nlohmann::json stream_chunk(const ResponseContext& ctx, const ChoiceDelta& d, bool first);
 // The final chunk with usage and no choices (stream_options.include_usage).

@@ -36,9 +36,13 @@ void set_error(httplib::Response& res, int status, const std::string& message, c
   set_json(res, error_body(status, message, param));
 }
 
-Server::Server(ServerConfig cfg) : state_(std::make_unique<State>()) { state_->cfg = std::move(cfg); }
+Server::Server(ServerConfig cfg) : state_(std::make_unique<State>()) {
+  state_->cfg = std::move(cfg);
+}
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  stop();
+}
 
 void Server::set_model(AsyncEngine& engine, const TextCodec* codec, ModelInfo info) {
   state_->engine = &engine;
@@ -87,8 +91,10 @@ int Server::start() {
   });
 
   http->Get("/health", [&st](const httplib::Request&, httplib::Response& res) {
-    if (st.ready) res.set_content("{}", "application/json");
-    else set_error(res, 503, "the model is loading");
+    if (st.ready)
+      res.set_content("{}", "application/json");
+    else
+      set_error(res, 503, "the model is loading");
   });
   http->Get("/metrics", [&st](const httplib::Request&, httplib::Response& res) {
     AsyncEngineStats s;
@@ -96,7 +102,8 @@ int Server::start() {
     res.set_content(st.metrics.render(st.ready ? &s : nullptr), "text/plain; version=0.0.4");
   });
   http->Get("/v1/models", [&st](const httplib::Request&, httplib::Response& res) {
-    json model = {{"id", st.cfg.served_model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "tessera"}};
+    json model = {
+        {"id", st.cfg.served_model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "tessera"}};
     if (st.ready) model["max_model_len"] = st.info.max_model_len;
     set_json(res, {{"object", "list"}, {"data", json::array({model})}});
   });
@@ -108,8 +115,10 @@ int Server::start() {
   });
 
   int port = st.cfg.port;
-  if (port == 0) port = http->bind_to_any_port(st.cfg.host);
-  else if (!http->bind_to_port(st.cfg.host, port)) port = -1;
+  if (port == 0)
+    port = http->bind_to_any_port(st.cfg.host);
+  else if (!http->bind_to_port(st.cfg.host, port))
+    port = -1;
   TESSERA_CHECK(port > 0, "cannot listen on " + st.cfg.host + ":" + std::to_string(st.cfg.port) +
                               " (address in use or not available)");
   http->raise_backlog(1024);

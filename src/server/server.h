@@ -13,13 +13,13 @@ namespace tessera::server {
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
-  int port = 8080;                      // 0: any free port
-  std::string api_key;                  // empty: no auth
+  int port = 8080;      // 0: any free port
+  std::string api_key;  // empty: no auth
   std::string served_model_name;
-  size_t max_body_bytes = 16u << 20;    // larger bodies: 413
-  int max_queue = 512;                  // sequences waiting beyond the running seats: 429 past it
-  int http_threads = 0;                 // 0: enough for every running and waiting sequence
-  bool log_requests = true;             // one line per finished request on stderr
+  size_t max_body_bytes = 16u << 20;  // larger bodies: 413
+  int max_queue = 512;                // sequences waiting beyond the running seats: 429 past it
+  int http_threads = 0;               // 0: enough for every running and waiting sequence
+  bool log_requests = true;           // one line per finished request on stderr
 };
 
 // What the server needs to know about the loaded model.
@@ -29,7 +29,7 @@ struct ModelInfo {
   int64_t kv_capacity_tokens = 0;
   int max_num_seqs = 0;
   std::vector<int32_t> eos_ids;
-  SamplingParams defaults;              // generation_config.json's sampling defaults
+  SamplingParams defaults;  // generation_config.json's sampling defaults
 };
 
 class Server {

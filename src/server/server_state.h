@@ -1,7 +1,8 @@
 // Internal to the server: what the route handlers share.
 #pragma once
-#include <atomic>
 #include <httplib.h>
+
+#include <atomic>
 #include <thread>
 
 #include "server/metrics.h"
@@ -14,7 +15,7 @@ struct Server::State {
   ServerConfig cfg;
   Metrics metrics;
   std::atomic<bool> ready{false};
-  AsyncEngine* engine = nullptr;        // set once, before `ready`
+  AsyncEngine* engine = nullptr;  // set once, before `ready`
   const TextCodec* codec = nullptr;
   ModelInfo info;
   std::atomic<int64_t> next_id{1};
@@ -23,7 +24,8 @@ struct Server::State {
 };
 
 // POST /v1/chat/completions and /v1/completions (completions.cpp).
-void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Request& req,
+                       httplib::Response& res);
 // Sets an OpenAI error body and status.
 void set_error(httplib::Response& res, int status, const std::string& message, const std::string& param = "");
 

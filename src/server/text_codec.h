@@ -21,9 +21,9 @@ class TextDecoder {
 };
 
 struct ChatInput {
-  nlohmann::json messages;             // OpenAI messages, as sent
-  nlohmann::json tools;                // null when absent
-  nlohmann::json template_kwargs;      // chat_template_kwargs, an object
+  nlohmann::json messages;         // OpenAI messages, as sent
+  nlohmann::json tools;            // null when absent
+  nlohmann::json template_kwargs;  // chat_template_kwargs, an object
   bool add_generation_prompt = true;
 };
 

@@ -1,5 +1,6 @@
 #include "server_process.h"
 
+#include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -7,7 +8,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <httplib.h>
 #include <regex>
 #include <thread>
 
@@ -20,8 +20,8 @@ ServerProcess::ServerProcess(const std::string& args) {
   log_path_ = (std::filesystem::temp_directory_path() /
                ("tessera_serve_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) + ".log"))
                   .string();
-  std::string cmd = "exec " + (binary_dir() / "tessera").string() + " serve --host 127.0.0.1 --port 0 " + args +
-                    " >" + log_path_ + " 2>&1";
+  std::string cmd = "exec " + (binary_dir() / "tessera").string() + " serve --host 127.0.0.1 --port 0 " +
+                    args + " >" + log_path_ + " 2>&1";
   pid_ = ::fork();
   if (pid_ == 0) {
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), (char*)nullptr);
@@ -32,8 +32,10 @@ ServerProcess::ServerProcess(const std::string& args) {
   for (int i = 0; i < 300 && port_ == 0; ++i) {
     std::smatch m;
     std::string text = log();
-    if (std::regex_search(text, m, re)) port_ = std::stoi(m[1]);
-    else std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (std::regex_search(text, m, re))
+      port_ = std::stoi(m[1]);
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     int status;
     if (port_ == 0 && ::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
@@ -75,7 +77,9 @@ int ServerProcess::stop() {
   return -1;
 }
 
-std::string ServerProcess::log() const { return std::filesystem::exists(log_path_) ? read_file(log_path_) : ""; }
+std::string ServerProcess::log() const {
+  return std::filesystem::exists(log_path_) ? read_file(log_path_) : "";
+}
 
 std::string node_modules_dir() {
   auto dir = std::filesystem::path(TESSERA_SOURCE_DIR) / "tests" / "node_modules";

@@ -7,9 +7,9 @@
 
 #include "engine/async_engine.h"
 #include "model_testutil.h"
-#include "testutil.h"
 #include "server/api_error.h"
 #include "server/generation.h"
+#include "testutil.h"
 
 using namespace tessera;
 using namespace tessera::server;
@@ -115,7 +115,8 @@ TEST(AsyncEngine, CancellingFreesTheBlocksAtTheNextStep) {
   EXPECT_EQ(async.in_flight(), 0);
   EXPECT_EQ(async.stats().used_blocks, 0);
   EXPECT_EQ(async.stats().running, 0);
-  for (auto& e : s->wait(std::chrono::milliseconds(1))) EXPECT_FALSE(e.finished) << "ran to the end despite cancel";
+  for (auto& e : s->wait(std::chrono::milliseconds(1)))
+    EXPECT_FALSE(e.finished) << "ran to the end despite cancel";
 }
 
 TEST(AsyncEngine, ARequestTheEngineRefusesFailsAloneWithItsReason) {
@@ -165,8 +166,7 @@ TEST(Generation, EngineErrorsBecomeApiErrors) {
   AsyncEngine async(f.engine());
   Metrics metrics;
   Generation g(async, nullptr, {{greedy({1, 999999}, 2), 0}}, {}, metrics, Generation::Clock::now());
-  EXPECT_THROW(
-      while (!g.done()) g.next(kWait), ApiError);
+  EXPECT_THROW(while (!g.done()) g.next(kWait), ApiError);
 }
 
 }  // namespace

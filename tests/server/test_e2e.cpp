@@ -11,10 +11,12 @@ using namespace tessera::test;
 
 namespace {
 
-std::string fixture(const std::string& name) { return (fixtures_dir() / "models" / name).string(); }
+std::string fixture(const std::string& name) {
+  return (fixtures_dir() / "models" / name).string();
+}
 
-#define REQUIRE_NODE_MODULES()                                                                       \
-  do {                                                                                               \
+#define REQUIRE_NODE_MODULES()                                                                             \
+  do {                                                                                                     \
     if (node_modules_dir().empty()) GTEST_SKIP() << "tests/node_modules is absent (run npm ci in tests/)"; \
   } while (0)
 
@@ -34,7 +36,8 @@ TEST(ServerE2E, OpenAiClientCompletions) {
 
 TEST(ServerE2E, EveryErrorPathAnswersInOpenAisShape) {
   REQUIRE_NODE_MODULES();
-  ServerProcess srv("-m " + fixture("qwen3") + " -t 1 --kv-cache-memory 8MiB --api-key sk-test --max-body-size 65536"
+  ServerProcess srv("-m " + fixture("qwen3") +
+                    " -t 1 --kv-cache-memory 8MiB --api-key sk-test --max-body-size 65536"
                     " --served-model-name tiny");
   ASSERT_TRUE(srv.wait_healthy()) << srv.log();
   expect_node_passes("errors.js", srv.base_url() + " tiny sk-test");
@@ -43,7 +46,8 @@ TEST(ServerE2E, EveryErrorPathAnswersInOpenAisShape) {
 
 TEST(ServerE2E, ManyConcurrentStreamsAndClientsLeavingMidStream) {
   REQUIRE_NODE_MODULES();
-  ServerProcess srv("-m " + fixture("llama") + " -t 1 --kv-cache-memory 32MiB --max-num-seqs 256 --no-log-requests");
+  ServerProcess srv("-m " + fixture("llama") +
+                    " -t 1 --kv-cache-memory 32MiB --max-num-seqs 256 --no-log-requests");
   ASSERT_TRUE(srv.wait_healthy()) << srv.log();
   expect_node_passes("load.js", srv.base_url() + " llama 256 32 8");
   EXPECT_EQ(srv.stop(), 0) << srv.log();
@@ -57,7 +61,9 @@ TEST(ServerE2E, ABurstBeyondTheQueueIsRefusedWith429) {
   EXPECT_EQ(srv.stop(), 0) << srv.log();
 }
 
-std::string kjv() { return (std::filesystem::path(TESSERA_SOURCE_DIR) / "models" / "tessera-kjv").string(); }
+std::string kjv() {
+  return (std::filesystem::path(TESSERA_SOURCE_DIR) / "models" / "tessera-kjv").string();
+}
 
 TEST(ServerE2E, OpenAiClientTextCompletions) {
   REQUIRE_NODE_MODULES();

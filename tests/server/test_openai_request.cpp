@@ -12,8 +12,10 @@ namespace {
 // The param an invalid body is rejected for (400), or "" when it is accepted.
 std::string rejected_param(const json& body, Endpoint e = Endpoint::Completion) {
   try {
-    if (e == Endpoint::Chat) parse_chat_request(body, {});
-    else parse_completion_request(body, {});
+    if (e == Endpoint::Chat)
+      parse_chat_request(body, {});
+    else
+      parse_completion_request(body, {});
   } catch (const ApiError& err) {
     EXPECT_EQ(err.status(), 400) << err.what();
     return err.param().empty() ? "<none>" : err.param();
@@ -25,8 +27,10 @@ TEST(OpenAiRequest, CompletionFieldsOverrideTheModelDefaults) {
   SamplingParams defaults;
   defaults.temperature = 0.6f;
   defaults.top_k = 20;
-  auto r = parse_completion_request(json::parse(R"({"prompt": [1, 2, 3], "top_p": 0.5, "max_tokens": 7, "n": 2,
-      "seed": 9, "stop": "x", "logprobs": 2, "logit_bias": {"5": -100}, "stop_token_ids": [4]})"), defaults);
+  auto r =
+      parse_completion_request(json::parse(R"({"prompt": [1, 2, 3], "top_p": 0.5, "max_tokens": 7, "n": 2,
+      "seed": 9, "stop": "x", "logprobs": 2, "logit_bias": {"5": -100}, "stop_token_ids": [4]})"),
+                               defaults);
   EXPECT_FLOAT_EQ(r.params.temperature, 0.6f);
   EXPECT_EQ(r.params.top_k, 20);
   EXPECT_FLOAT_EQ(r.params.top_p, 0.5f);
@@ -53,7 +57,8 @@ TEST(OpenAiRequest, PromptShapes) {
 }
 
 TEST(OpenAiRequest, NullMeansUnset) {
-  auto r = parse_completion_request(json::parse(R"({"prompt": [1], "temperature": null, "max_tokens": null})"), {});
+  auto r = parse_completion_request(
+      json::parse(R"({"prompt": [1], "temperature": null, "max_tokens": null})"), {});
   EXPECT_FLOAT_EQ(r.params.temperature, 1.0f);
   EXPECT_FALSE(r.max_tokens);
 }
@@ -61,7 +66,8 @@ TEST(OpenAiRequest, NullMeansUnset) {
 TEST(OpenAiRequest, MaxCompletionTokensWinsOverMaxTokens) {
   auto r = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}],
       "max_tokens": 5, "max_completion_tokens": 9, "logprobs": true, "top_logprobs": 3,
-      "chat_template_kwargs": {"enable_thinking": false}, "stream": true, "stream_options": {"include_usage": true}})"), {});
+      "chat_template_kwargs": {"enable_thinking": false}, "stream": true, "stream_options": {"include_usage": true}})"),
+                              {});
   EXPECT_EQ(r.max_tokens, 9);
   EXPECT_EQ(r.params.logprobs, 3);
   EXPECT_EQ(r.chat.template_kwargs["enable_thinking"], false);
@@ -101,7 +107,8 @@ TEST(OpenAiRequest, WrongTypesAndRangesNameTheField) {
   EXPECT_EQ(rejected_param({{"messages", "hi"}}, Endpoint::Chat), "messages");
   EXPECT_EQ(rejected_param({{"messages", {{{"content", "x"}}}}}, Endpoint::Chat), "messages");
   EXPECT_EQ(rejected_param({{"messages", {{{"role", "user"}, {"content", 5}}}}}, Endpoint::Chat), "messages");
-  EXPECT_EQ(rejected_param({{"messages", {{{"role", "user"}}}}, {"top_logprobs", 2}}, Endpoint::Chat), "top_logprobs");
+  EXPECT_EQ(rejected_param({{"messages", {{{"role", "user"}}}}, {"top_logprobs", 2}}, Endpoint::Chat),
+            "top_logprobs");
 }
 
 TEST(OpenAiRequest, ErrorBodyHasOpenAisShape) {

@@ -47,7 +47,8 @@ TEST(ServerHttp, HealthIs503UntilTheModelIsSetThen200) {
   srv.set_model(engine, nullptr, info);
 
   EXPECT_EQ(cli.Get("/health")->status, 200);
-  auto r = cli.Post("/v1/completions", R"({"model": "tiny", "prompt": [1, 2, 3], "max_tokens": 3})", "application/json");
+  auto r = cli.Post("/v1/completions", R"({"model": "tiny", "prompt": [1, 2, 3], "max_tokens": 3})",
+                    "application/json");
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   json body = json::parse(r->body);

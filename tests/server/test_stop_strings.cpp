@@ -25,7 +25,8 @@ TEST(StopMatcher, PassesTextThroughWithoutStops) {
 
 TEST(StopMatcher, FindsAStopSpanningSeveralPieces) {
   StopMatcher m({"STOP"});
-  EXPECT_EQ(feed(m, {"Hel", "lo wo", "rld ST", "O", "P and more"}), std::make_pair(std::string("Hello world "), true));
+  EXPECT_EQ(feed(m, {"Hel", "lo wo", "rld ST", "O", "P and more"}),
+            std::make_pair(std::string("Hello world "), true));
 }
 
 TEST(StopMatcher, HoldsBackOnlyWhatCouldStillMatchAndReleasesItWhenItCannot) {
