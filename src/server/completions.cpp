@@ -149,6 +149,7 @@ bool stream_some(StreamState& s, httplib::DataSink& sink) {
   } catch (const ApiError& e) {
     write(sse_event(e.to_json()));
     write("data: [DONE]\n\n");
+    s.finished = true;
     sink.done();
     return true;
   }
@@ -184,6 +185,9 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
     std::vector<std::vector<int32_t>> prompts = tokenize_prompts(st, r);
     std::vector<ChoiceSpec> choices = build_choices(st, r, prompts);
     int capacity = st.info.max_num_seqs + st.cfg.max_queue;
+    if (int(choices.size()) > capacity)
+      throw ApiError(400, std::to_string(choices.size()) + " sequences (prompts x n) exceed what the server admits at once (" +
+                              std::to_string(capacity) + ")", "n");
     if (st.engine->in_flight() + int(choices.size()) > capacity)
       throw ApiError(429, "the server is busy (" + std::to_string(st.engine->in_flight()) +
                               " sequences running or waiting); retry later");
@@ -217,8 +221,13 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
     res.set_chunked_content_provider(
         "text/event-stream", [s](size_t, httplib::DataSink& sink) { return stream_some(*s, sink); },
         [s](bool) {
-          if (!s->finished && s->st->cfg.log_requests)
-            std::fprintf(stderr, "%s: client disconnected; sequences cancelled\n", s->ctx.id.c_str());
+          if (!s->finished) {
+            Usage u = s->gen->usage();
+            s->st->metrics.add_tokens(u.prompt_tokens, u.cached_tokens, u.completion_tokens);
+            if (s->st->cfg.log_requests)
+              std::fprintf(stderr, "%s: client disconnected after %lld tokens; sequences cancelled\n",
+                           s->ctx.id.c_str(), (long long)u.completion_tokens);
+          }
           s->gen.reset();  // cancels what still runs
         });
   } catch (const ApiError& e) {
