@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "model_testutil.h"
 #include "server/server.h"
@@ -54,7 +55,13 @@ TEST(ServerHttp, HealthIs503UntilTheModelIsSetThen200) {
   json body = json::parse(r->body);
   EXPECT_EQ(body["usage"]["completion_tokens"], 3);
   EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
-  EXPECT_NE(cli.Get("/metrics")->body.find("tessera_kv_blocks_used 0"), std::string::npos);
+  // The engine thread publishes its stats just after delivering the last token.
+  bool idle = false;
+  for (int i = 0; i < 100 && !idle; ++i) {
+    idle = cli.Get("/metrics")->body.find("tessera_kv_blocks_used 0\n") != std::string::npos;
+    if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(idle);
   srv.stop();
 }
 
