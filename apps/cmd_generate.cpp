@@ -60,6 +60,7 @@ int run(int argc, char** argv) {
     TESSERA_CHECK(prompt.empty(), "give either --prompt or --prompt-ids, not both");
     ids = parse_ids(prompt_ids);
   } else {
+    TESSERA_CHECK(!prompt.empty(), "give a prompt: --prompt TEXT or --prompt-ids \"1 2 3\"");
     ids = rt.encode_prompt(prompt);
   }
 
@@ -79,7 +80,9 @@ int run(int argc, char** argv) {
   Engine engine(*rt.loaded.model, *rt.backend, ec);
   int64_t id = engine.add_request(req);
 
-  TextStream text = rt.text_stream();
+  // Text output streams through the incremental detokenizer (never half a UTF-8 character).
+  std::optional<StreamDecoder> text;
+  if (!json && !output_ids) text.emplace(rt.require_tokenizer(), /*skip_special=*/true);
   auto t_start = Clock::now();
   double prefill_s = 0;
   int generated = 0;
@@ -97,12 +100,12 @@ int run(int argc, char** argv) {
       } else if (output_ids) {
         std::printf("%s%d", generated > 1 ? " " : "", o.token);
       } else if (!is_stop) {
-        std::fputs(text.push(o.token).c_str(), stdout);
+        std::fputs(text->push(o.token).c_str(), stdout);
       }
       std::fflush(stdout);
     }
   }
-  if (!json && !output_ids) std::fputs(text.flush().c_str(), stdout);
+  if (text) std::fputs(text->flush().c_str(), stdout);
   if (output_ids || !json) std::printf("\n");
   std::fflush(stdout);
   double total_s = seconds_since(t_start);

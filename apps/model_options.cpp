@@ -1,11 +1,16 @@
 #include "model_options.h"
 
+#include <algorithm>
+#include <filesystem>
+
+#include "backend/cuda_loader.h"
 #include "core/error.h"
 
 namespace tessera::app {
 
 void add_model_options(CLI::App& app, ModelOptions& o) {
   app.add_option("-m,--model", o.model_dir, "Hugging Face model directory (default: the bundled " TESSERA_DEFAULT_MODEL_NAME ")");
+  app.add_option("--device", o.device, "cpu, cuda, cuda:N, or auto (default: a GPU if one is usable)");
   app.add_option("-t,--threads", o.threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
   app.add_option("--max-model-len", o.max_model_len, "Context length (default: the model's)")
       ->check(CLI::NonNegativeNumber);
@@ -37,21 +42,44 @@ SamplingParams sampling_params(const SamplingFlags& f, const HfConfig& cfg) {
   return p;
 }
 
-std::string TextStream::push(int32_t) {
-  throw Error("printing text needs the model's tokenizer, which this build cannot read yet; use --output-ids");
+const Tokenizer& LoadedRuntime::require_tokenizer() const {
+  TESSERA_CHECK(tokenizer.has_value(),
+                "the model directory has no tokenizer.json: give token ids (--prompt-ids) and print ids (--output-ids)");
+  return *tokenizer;
 }
-std::string TextStream::flush() { return ""; }
 
-std::vector<int32_t> LoadedRuntime::encode_prompt(const std::string&) const {
-  throw Error("text prompts need the model's tokenizer, which this build cannot read yet; use --prompt-ids");
+std::vector<int32_t> LoadedRuntime::encode_text(const std::string& text, bool add_special_tokens) const {
+  return require_tokenizer().encode(text, add_special_tokens);
 }
-TextStream LoadedRuntime::text_stream() const { return TextStream{}; }
+
+namespace {
+
+std::unique_ptr<Backend> make_backend(const ModelOptions& o) {
+  CpuOptions cpu{.reference = false, .threads = o.threads};
+  if (o.device == "cpu") return make_cpu_backend(cpu);
+  bool explicit_cuda = o.device.rfind("cuda", 0) == 0;
+  TESSERA_CHECK(explicit_cuda || o.device == "auto", "--device must be cpu, cuda, cuda:N or auto");
+  int index = 0;
+  if (o.device.size() > 5 && o.device[4] == ':') index = std::stoi(o.device.substr(5));
+  std::string error;
+  if (auto be = load_cuda_backend(index, &error)) return be;
+  TESSERA_CHECK(!explicit_cuda, error);
+  return make_cpu_backend(cpu);  // auto: no usable GPU
+}
+
+}  // namespace
 
 LoadedRuntime load_runtime(const ModelOptions& o) {
   LoadedRuntime rt;
-  rt.backend = make_cpu_backend({.reference = false, .threads = o.threads});
-  rt.loaded = load_model(o.model_dir.empty() ? std::string(TESSERA_DEFAULT_MODEL_DIR) : o.model_dir, *rt.backend);
+  rt.backend = make_backend(o);
+  std::filesystem::path dir = o.model_dir.empty() ? std::string(TESSERA_DEFAULT_MODEL_DIR) : o.model_dir;
+  rt.loaded = load_model(dir, *rt.backend);
   rt.eos_ids = rt.loaded.config.eos_token_ids();
+  if (std::filesystem::exists(dir / "tokenizer.json")) {
+    rt.tokenizer = Tokenizer::load(dir);
+    for (int32_t id : rt.tokenizer->eos_ids())
+      if (std::find(rt.eos_ids.begin(), rt.eos_ids.end(), id) == rt.eos_ids.end()) rt.eos_ids.push_back(id);
+  }
   return rt;
 }
 

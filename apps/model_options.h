@@ -9,11 +9,13 @@
 #include "backend/backend.h"
 #include "engine/sampler.h"
 #include "models/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tessera::app {
 
 struct ModelOptions {
   std::string model_dir;
+  std::string device = "auto";  // cpu, cuda, cuda:N, or auto (a GPU when the CUDA backend loads)
   int threads = 0;
   int max_model_len = 0;
 };
@@ -30,19 +32,17 @@ void add_sampling_flags(CLI::App& app, SamplingFlags& f);
 // unless it sets do_sample).
 SamplingParams sampling_params(const SamplingFlags& f, const HfConfig& cfg);
 
-// Incremental detokenization of generated ids (UTF-8 safe).
-class TextStream {
- public:
-  std::string push(int32_t id);
-  std::string flush();
-};
-
 struct LoadedRuntime {
   std::unique_ptr<Backend> backend;
   LoadedModel loaded;
-  std::vector<int32_t> eos_ids;
-  std::vector<int32_t> encode_prompt(const std::string& text) const;
-  TextStream text_stream() const;
+  std::optional<Tokenizer> tokenizer;  // absent when the directory has no tokenizer.json
+  std::vector<int32_t> eos_ids;        // generation_config / config / tokenizer_config EOS ids
+
+  // The tokenizer, or an error telling the user that this model directory has none.
+  const Tokenizer& require_tokenizer() const;
+  // A plain-text prompt as the model sees it: with the tokenizer's special tokens (e.g. BOS).
+  std::vector<int32_t> encode_prompt(const std::string& text) const { return encode_text(text, true); }
+  std::vector<int32_t> encode_text(const std::string& text, bool add_special_tokens) const;
 };
 LoadedRuntime load_runtime(const ModelOptions& o);
 

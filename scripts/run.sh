@@ -1,15 +1,11 @@
 #!/usr/bin/env bash
-# Installs, builds and generates text with the bundled model (or a model directory given as $1).
+# Installs, builds and generates text with the bundled model (models/tessera-kjv, trained by
+# scripts/train_small_model.py on the King James Bible), or with a model directory given as $1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-model="${1:-}"
-if [ -z "$model" ]; then
-  if [ -d ../shared/reference/models/stories260K ]; then
-    model=../shared/reference/models/stories260K
-  else
-    echo "run: no model given and none bundled yet; pass a Hugging Face model directory: scripts/run.sh DIR" >&2
-    exit 2
-  fi
+if [ -n "${1:-}" ]; then
+  ./build/tessera generate -m "$1" -p "${2:-Once upon a time}" -n 64
+else
+  ./build/tessera generate -p "Genesis 1:1 In the beginning" -n 64 --temperature 0
 fi
-./build/tessera generate -m "$model" --prompt-ids "1" -n 128 --temperature 0 --output-ids

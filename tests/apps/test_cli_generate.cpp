@@ -133,3 +133,31 @@ TEST_F(CliErrors, MalformedConfigJson) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CliGenerate, TextPromptThroughTheTokenizer) {
+  TESSERA_REQUIRE_REFERENCE();
+  auto dir = reference_dir() / "models" / "stories260K";
+  auto ids = run_tessera("generate -m " + dir.string() + " -p \"Once upon a time\" -n 1 --output-ids --json");
+  ASSERT_EQ(ids.exit_code, 0) << ids.err;
+  EXPECT_NE(ids.err.find("prompt tokens: 5"), std::string::npos) << ids.err;  // BOS + 4 tokens
+  auto text = run_tessera("generate -m " + dir.string() + " -p \"Once upon a time\" -n 40 --temperature 0");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.out.rfind(", there was a little girl named Lily. She loved to play outside in the park.", 0), 0u)
+      << text.out;
+}
+
+TEST(CliGenerate, BundledModelIsTheDefault) {
+  auto r = run_tessera("generate -p \"Genesis 1:1\" -n 12 --temperature 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("LORD"), std::string::npos) << r.out;
+}
+
+TEST(CliGenerate, TextNeedsATokenizer) {
+  auto r = run_tessera("generate -m " + fixture("llama") + " --prompt-ids 1 -n 2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no tokenizer.json"), std::string::npos) << r.err;
+}
+
+}  // namespace

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Builds the CUDA backend, its tests and the GPU benchmark, and runs them all on this machine's
+# GPU in one go. Logs go to $LOG_DIR (default build-gpu/gpu-logs/); the summary is printed last.
+#   scripts/gpu_run.sh                build in $BUILD_DIR (default build-gpu/), then run
+#   scripts/gpu_run.sh --bundle DIR   build, then copy the programs, the plugin and the C++ runtime
+#                                     into DIR, for a GPU machine without the build dependencies
+#   scripts/gpu_run.sh --from DIR     run from such a bundle (from the repository root, whose
+#                                     tests/fixtures the model tests read)
+# cuBLASLt (libcublasLt.so.13) comes from the GPU machine: the CUDA toolkit or pip's nvidia-cublas.
+set -uo pipefail
+
+repo=$(pwd)
+build_dir=${BUILD_DIR:-$repo/build-gpu}
+log_dir=${LOG_DIR:-$build_dir/gpu-logs}
+programs=(test_cuda_ops test_cuda_models bench_cuda)
+
+build() {
+  local dir=$1
+  cmake -S "$repo" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
+  cmake --build "$dir" -j"$(nproc)" --target tessera_cuda "${programs[@]}" || exit 1
+}
+
+# Directories holding libcublasLt.so.13 on this machine.
+cublas_dirs() {
+  ldconfig -p 2>/dev/null | awk '/libcublasLt\.so\.13/ {print $NF}' | xargs -r -n1 dirname
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    [ -e "$d/libcublasLt.so.13" ] && echo "$d"
+  done
+  python3 -c 'import nvidia.cublas as c, os; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null
+  find /usr /opt -name libcublasLt.so.13 2>/dev/null | xargs -r -n1 dirname | head -n 3
+}
+
+bundle() {
+  local out=$1
+  build "$build_dir"
+  mkdir -p "$out"
+  cp "$build_dir/libtessera_cuda.so" "$build_dir/tests/cuda/test_cuda_ops" "$build_dir/tests/cuda/test_cuda_models" \
+     "$build_dir/bench/cuda/bench_cuda" "$repo/scripts/gpu_run.sh" "$out/"
+  # The C++ runtime the programs were built against; the C library and cuBLASLt are the machine's.
+  for lib in libstdc++.so.6 libgcc_s.so.1; do
+    cp -L "$(ldd "$out/test_cuda_ops" | awk -v l=$lib '$1 == l {print $3}')" "$out/"
+  done
+  strip --strip-unneeded "$out"/*.so* "$out"/test_cuda_* "$out"/bench_cuda
+  du -sh "$out"
+}
+
+run() {
+  local bin=$1
+  mkdir -p "$log_dir"
+  local libs
+  libs=$(cublas_dirs | sort -u | paste -sd:)
+  export LD_LIBRARY_PATH="$bin${libs:+:$libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export TESSERA_CUDA_PLUGIN=$bin/libtessera_cuda.so TESSERA_FIXTURES_DIR=$repo/tests/fixtures
+  {
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
+    echo "cuBLASLt from: ${libs:-not found}"
+    ldd "$bin/libtessera_cuda.so"
+  } 2>&1 | tee "$log_dir/env.log"
+  local status=0
+  "$bin/test_cuda_ops" 2>&1 | tee "$log_dir/test_cuda_ops.log" || status=1
+  "$bin/test_cuda_models" 2>&1 | tee "$log_dir/test_cuda_models.log" || status=1
+  if command -v compute-sanitizer >/dev/null; then
+    timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/test_cuda_ops" --gtest_filter='CudaOps.*' \
+      >"$log_dir/memcheck.log" 2>&1 || status=1
+    timeout 120 compute-sanitizer --tool racecheck --error-exitcode 3 "$bin/test_cuda_ops" \
+      --gtest_filter='CudaOps.Attention' >"$log_dir/racecheck.log" 2>&1 || status=1
+    tail -n 2 "$log_dir/memcheck.log" "$log_dir/racecheck.log"
+  fi
+  "$bin/bench_cuda" 2>&1 | tee "$log_dir/bench_cuda.log" || status=1
+  "$bin/bench_cuda" --context 4096 --steps 5 >"$log_dir/bench_cuda_ctx4096.log" 2>&1 || status=1
+  echo "== summary"
+  grep -h -E '^NMSE|^MODEL' "$log_dir/test_cuda_ops.log" "$log_dir/test_cuda_models.log"
+  grep -h -E 'PASSED|FAILED' "$log_dir"/test_cuda_*.log
+  [ -f "$log_dir/memcheck.log" ] && grep -H -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log_dir"/*check.log
+  sed -n '/^measurement/,$p' "$log_dir/bench_cuda.log"
+  sed -n '/^measurement/,$p' "$log_dir/bench_cuda_ctx4096.log" | grep decode
+  return $status
+}
+
+case "${1:-}" in
+  --bundle) bundle "$2" ;;
+  --from) run "$(cd "$2" && pwd)" ;;
+  "") bundle "$build_dir/gpu-bundle" && run "$build_dir/gpu-bundle" ;;
+  *) echo "usage: $0 [--bundle DIR | --from DIR]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,186 @@
+// Paged attention for decode steps (one new token per sequence), for f32 or bf16 KV caches.
+// One block per (sequence, kv head, key split), 4 warps. A warp takes 32 keys at a time, one
+// per lane: each lane reads its key's whole row (16-byte loads) and scores it against every
+// query head of the group (q in shared memory, read as broadcasts), so a K row is read once for
+// the group. The group's online softmax then runs across the warp, and the weighted V rows are
+// summed with lanes over the head dimension (coalesced rows). The warps' partial results are
+// merged at the end (and across blocks by combine_partials when the keys are split).
+#include <cmath>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/device_types.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace tessera::cuda {
+namespace {
+
+constexpr int kWarps = 4, kMaxGroup = 8, kMaxDh = 256;
+
+__device__ __forceinline__ void load8(const float* p, float* f) {
+  float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p + 4));
+  f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+}
+__device__ __forceinline__ void load8(const __nv_bfloat16* p, float* f) {
+  uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 v = __bfloat1622float2(h[i]);
+    f[2 * i] = v.x, f[2 * i + 1] = v.y;
+  }
+}
+
+// kDpl: head dims per lane (Dh / 32).
+template <class KV, int kDpl>
+__global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, float* partial) {
+  constexpr int Dh = 32 * kDpl;
+  __shared__ __align__(16) float qs[kMaxGroup * kMaxDh];
+  __shared__ float ws_ml[kWarps][kMaxGroup][2];
+  __shared__ float ws_acc[kWarps][kMaxGroup][kMaxDh];
+
+  const int seq = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
+  const int G = int(a.H / a.Hkv), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int t = a.seq_starts[seq];
+  if (a.seq_starts[seq + 1] <= t) return;  // no new token: the whole block leaves
+  const int qpos = a.positions[t];
+  const int first = a.sliding_window > 0 ? max(0, qpos - a.sliding_window + 1) : 0;
+  const int last = min(qpos, a.context_lens[seq] - 1);
+  const int n = max(0, last - first + 1), per = (n + splits - 1) / splits;
+  const int begin = first + split * per, end = min(last + 1, begin + per);
+  const int32_t* table = a.block_tables + int64_t(seq) * a.max_blocks;
+  const KV* kc = static_cast<const KV*>(a.k_cache);
+  const KV* vc = static_cast<const KV*>(a.v_cache);
+
+  for (int e = threadIdx.x; e < G * Dh; e += kWarps * 32)
+    qs[e] = a.q[(int64_t(t) * a.H + int64_t(kvh) * G) * Dh + e];
+  __syncthreads();
+
+  float m[kMaxGroup], l[kMaxGroup], acc[kMaxGroup][kDpl];
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    m[g] = -INFINITY, l[g] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kDpl; ++i) acc[g][i] = 0.0f;
+  }
+
+  for (int base = begin + 32 * warp; base < end; base += 32 * kWarps) {
+    const int j = base + lane;
+    const bool valid = j < end;
+    const int jj = valid ? j : end - 1;
+    const int64_t slot = int64_t(table[jj / a.block_size]) * a.block_size + jj % a.block_size;
+    const int64_t row = (slot * a.Hkv + kvh) * Dh;
+
+    float s[kMaxGroup];
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) s[g] = 0.0f;
+#pragma unroll 4
+    for (int d = 0; d < Dh; d += 8) {
+      float k8[8];
+      load8(kc + row + d, k8);
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g) {
+        if (g < G) {
+          const float4* q4 = reinterpret_cast<const float4*>(qs + g * Dh + d);
+          float4 qa = q4[0], qb = q4[1];
+          s[g] += qa.x * k8[0] + qa.y * k8[1] + qa.z * k8[2] + qa.w * k8[3] + qb.x * k8[4] + qb.y * k8[5] +
+                  qb.z * k8[6] + qb.w * k8[7];
+        }
+      }
+    }
+    float p[kMaxGroup];
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g >= G) continue;
+      float v = s[g] * a.scale;
+      if (a.softcap > 0.0f) v = a.softcap * tanhf(v / a.softcap);
+      v = valid ? v : -INFINITY;
+      float mx = v;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      float m_new = fmaxf(m[g], mx);  // finite: lane 0's key is always valid
+      float corr = expf(m[g] - m_new);
+      p[g] = expf(v - m_new);
+      l[g] = l[g] * corr + warp_sum(p[g]);
+      m[g] = m_new;
+#pragma unroll
+      for (int i = 0; i < kDpl; ++i) acc[g][i] *= corr;
+    }
+    const int keys = min(32, end - base);
+    for (int k = 0; k < keys; ++k) {
+      const int64_t vrow = __shfl_sync(0xffffffffu, row, k);
+      float v[kDpl];
+      if constexpr (kDpl == 8) {
+        load8(vc + vrow + lane * 8, v);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kDpl; ++i) v[i] = to_f32(vc[vrow + lane * kDpl + i]);
+      }
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g) {
+        if (g >= G) continue;
+        float pk = __shfl_sync(0xffffffffu, p[g], k);
+#pragma unroll
+        for (int i = 0; i < kDpl; ++i) acc[g][i] += pk * v[i];
+      }
+    }
+  }
+
+  // Merge the warps: each leaves its running max, sum and accumulator in shared memory.
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= G) continue;
+    if (lane == 0) ws_ml[warp][g][0] = m[g], ws_ml[warp][g][1] = l[g];
+#pragma unroll
+    for (int i = 0; i < kDpl; ++i) ws_acc[warp][g][lane * kDpl + i] = acc[g][i];
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < G * Dh; e += kWarps * 32) {
+    const int g = e / Dh, d = e % Dh;
+    float mx = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, ws_ml[w][g][0]);
+    float sum = 0.0f, o = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+      float mw = ws_ml[w][g][0];
+      if (mw == -INFINITY) continue;  // a warp that saw no keys
+      float f = expf(mw - mx);
+      sum += ws_ml[w][g][1] * f;
+      o += ws_acc[w][g][d] * f;
+    }
+    const int64_t th = int64_t(t) * a.H + int64_t(kvh) * G + g;
+    if (splits == 1) {
+      a.out[th * Dh + d] = sum > 0.0f ? o / sum : 0.0f;
+    } else {
+      float* pp = partial + (th * splits + split) * (Dh + 2);
+      pp[d] = o;
+      if (d == 0) pp[Dh] = mx, pp[Dh + 1] = sum;
+    }
+  }
+}
+
+template <class KV>
+void launch(const AttentionArgs& a, int splits, float* partial, cudaStream_t s) {
+  dim3 grid(unsigned(a.num_seqs), unsigned(a.Hkv), unsigned(splits));
+  switch (a.Dh) {
+    case 32: decode_kernel<KV, 1><<<grid, kWarps * 32, 0, s>>>(a, partial); break;
+    case 64: decode_kernel<KV, 2><<<grid, kWarps * 32, 0, s>>>(a, partial); break;
+    case 128: decode_kernel<KV, 4><<<grid, kWarps * 32, 0, s>>>(a, partial); break;
+    default: decode_kernel<KV, 8><<<grid, kWarps * 32, 0, s>>>(a, partial); break;
+  }
+}
+
+}  // namespace
+
+bool decode_attention_applies(const AttentionArgs& a, int max_query_len) {
+  bool dims = a.Dh == 32 || a.Dh == 64 || a.Dh == 128 || a.Dh == 256;
+  bool cache = a.cache_dtype == DType::F32 || a.cache_dtype == DType::BF16;
+  return max_query_len == 1 && dims && cache && a.H % a.Hkv == 0 && a.H / a.Hkv <= kMaxGroup;
+}
+
+void decode_attention(const AttentionArgs& a, int splits, float* partial, cudaStream_t s) {
+  if (a.cache_dtype == DType::F32) launch<float>(a, splits, partial, s);
+  else launch<__nv_bfloat16>(a, splits, partial, s);
+  check_launch("decode attention");
+  if (splits > 1) combine_partials(partial, a.T * a.H, splits, a.Dh, a.out, s);
+}
+
+}  // namespace tessera::cuda

@@ -1,0 +1,243 @@
+// CudaBackend: device memory through the caching allocator, matrix products through cuBLASLt,
+// everything else through the kernels of elementwise.cu and attention.cu.
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/device_allocator.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels.h"
+
+namespace tessera {
+namespace {
+
+using cuda::DeviceAllocator;
+
+void require_device(const Tensor& t, const char* op, const char* what) {
+  TESSERA_CHECK(t.device() == Device::CUDA, std::string(op) + ": " + what + " is not in CUDA memory");
+}
+void require_f32(const Tensor& t, const char* op, const char* what) {
+  require_device(t, op, what);
+  TESSERA_CHECK(t.dtype() == DType::F32, std::string(op) + ": " + what + " must be f32, got " +
+                                              std::string(dtype_name(t.dtype())));
+}
+void require_i32(const Tensor& t, const char* op, const char* what) {
+  require_device(t, op, what);
+  TESSERA_CHECK(t.dtype() == DType::I32, std::string(op) + ": " + what + " must be i32");
+}
+template <class T = float>
+T* ptr(const Tensor& t) { return static_cast<T*>(t.raw()); }
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) throw Error(std::string("no usable CUDA device: ") + cudaGetErrorString(e));
+    TESSERA_CHECK(device >= 0 && device < count, "CUDA device " + std::to_string(device) + " not present (" +
+                                                     std::to_string(count) + " found)");
+    TESSERA_CUDA_CHECK(cudaSetDevice(device));
+    cudaDeviceProp prop{};
+    TESSERA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    name_ = "cuda:" + std::to_string(device) + " (" + prop.name + ")";
+    sm_count_ = prop.multiProcessorCount;
+    smem_optin_ = prop.sharedMemPerBlockOptin;
+    TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    alloc_ = std::make_shared<DeviceAllocator>();
+    gemm_ = std::make_unique<cuda::Gemm>(stream_);
+  }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    gemm_.reset();
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return name_; }
+  Device device() const override { return Device::CUDA; }
+
+  Tensor empty(DType dtype, Shape shape) override {
+    size_t bytes = DeviceAllocator::round_size(size_t(std::max<int64_t>(1, shape_numel(shape))) * dtype_size(dtype));
+    void* p = alloc_->allocate(bytes);
+    auto alloc = alloc_;
+    std::shared_ptr<void> owner(p, [alloc, bytes](void* q) { alloc->release(q, bytes); });
+    return Tensor::view(p, dtype, std::move(shape), std::move(owner), Device::CUDA);
+  }
+
+  Tensor upload(const Tensor& host) override {
+    if (host.device() == Device::CUDA) return host;
+    Tensor t = empty(host.dtype(), host.shape());
+    // Pageable sources: the call returns once the source has been read, so it may be freed.
+    TESSERA_CUDA_CHECK(cudaMemcpyAsync(t.raw(), host.raw(), host.nbytes(), cudaMemcpyHostToDevice, stream_));
+    return t;
+  }
+
+  void download(const Tensor& src, void* dst) override {
+    require_device(src, "download", "source");
+    TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src.raw(), src.nbytes(), cudaMemcpyDeviceToHost, stream_));
+    TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override {
+    require_device(table, "embedding", "table");
+    require_i32(ids, "embedding", "ids");
+    require_f32(out, "embedding", "out");
+    cuda::embedding(table.raw(), table.dtype(), ptr<int32_t>(ids), ids.numel(), table.dim(1), table.dim(0),
+                    ptr(out), stream_);
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, float offset, Tensor& out) override {
+    require_f32(x, "rms_norm", "x");
+    require_device(w, "rms_norm", "weight");
+    require_f32(out, "rms_norm", "out");
+    int64_t D = x.dim(-1);
+    TESSERA_CHECK(w.numel() == D, "rms_norm: weight of " + std::to_string(w.numel()) + " for rows of " +
+                                      std::to_string(D));
+    cuda::rms_norm(ptr(x), w.raw(), w.dtype(), eps, offset, x.numel() / D, D, ptr(out), stream_);
+  }
+
+  void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) override {
+    require_f32(x, "linear", "input");
+    require_device(w, "linear", "weight");
+    require_f32(out, "linear", "out");
+    int64_t K = x.dim(-1), T = x.numel() / K, N = w.dim(0);
+    TESSERA_CHECK(w.dim(1) == K, "linear: weight " + shape_str(w.shape()) + " vs input " + shape_str(x.shape()));
+    if (w.dtype() == DType::F32) {
+      gemm_->run(x.raw(), w.raw(), DType::F32, ptr(out), T, N, K);
+    } else if (!cuda::gemv(ptr(x), w.raw(), w.dtype(), ptr(out), T, N, K, stream_)) {
+      // 16-bit weights beyond the GEMV's few tokens: the activations go to the weight's format,
+      // accumulation stays f32.
+      Tensor x16 = empty(w.dtype(), {T, K});
+      cuda::convert_f32(ptr(x), T * K, x16.raw(), w.dtype(), stream_);
+      gemm_->run(x16.raw(), w.raw(), w.dtype(), ptr(out), T, N, K);
+    }
+    if (bias.defined()) {
+      require_device(bias, "linear", "bias");
+      cuda::add_bias(ptr(out), bias.raw(), bias.dtype(), T, N, stream_);
+    }
+  }
+
+  void rope(Tensor& x, const Tensor& positions, const RopeParams& p) override {
+    require_f32(x, "rope", "x");
+    require_i32(positions, "rope", "positions");
+    require_f32(p.inv_freq, "rope", "inv_freq");
+    TESSERA_CHECK(p.rotary_dim <= x.dim(2) && p.inv_freq.numel() >= p.rotary_dim / 2, "rope: rotary_dim too large");
+    cuda::rope(ptr(x), ptr<int32_t>(positions), ptr(p.inv_freq), p.attention_scaling, x.dim(0), x.dim(1), x.dim(2),
+               p.rotary_dim, stream_);
+  }
+
+  void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& kc, Tensor& vc) override {
+    require_f32(k, "store_kv", "k");
+    require_f32(v, "store_kv", "v");
+    require_i32(slots, "store_kv", "slots");
+    require_device(kc, "store_kv", "k cache");
+    require_device(vc, "store_kv", "v cache");
+    TESSERA_CHECK(kc.dtype() == vc.dtype(), "store_kv: k and v caches differ in dtype");
+    int64_t T = k.dim(0), row = T ? k.numel() / T : 0;
+    TESSERA_CHECK(kc.numel() / kc.dim(0) == row, "store_kv: cache rows of " + shape_str(kc.shape()) +
+                                                     " vs k " + shape_str(k.shape()));
+    cuda::store_kv(ptr(k), ptr(v), ptr<int32_t>(slots), T, row, kc.dim(0), kc.raw(), vc.raw(), kc.dtype(), stream_);
+  }
+
+  void attention(const Tensor& q, const Tensor& kc, const Tensor& vc, const AttentionMeta& m,
+                 const AttentionParams& p, Tensor& out) override {
+    require_f32(q, "attention", "q");
+    require_f32(out, "attention", "out");
+    require_device(kc, "attention", "k cache");
+    require_device(vc, "attention", "v cache");
+    require_i32(m.seq_starts, "attention", "seq_starts");
+    require_i32(m.context_lens, "attention", "context_lens");
+    require_i32(m.block_tables, "attention", "block_tables");
+    require_i32(m.positions, "attention", "positions");
+    cuda::AttentionArgs a{};
+    a.q = ptr(q);
+    a.k_cache = kc.raw();
+    a.v_cache = vc.raw();
+    a.cache_dtype = kc.dtype();
+    a.seq_starts = ptr<int32_t>(m.seq_starts);
+    a.context_lens = ptr<int32_t>(m.context_lens);
+    a.block_tables = ptr<int32_t>(m.block_tables);
+    a.positions = ptr<int32_t>(m.positions);
+    a.out = ptr(out);
+    a.T = q.dim(0), a.H = q.dim(1), a.Dh = q.dim(2), a.Hkv = kc.dim(1);
+    a.num_seqs = m.num_seqs, a.max_blocks = m.max_blocks, a.block_size = m.block_size;
+    a.max_context_len = m.max_context_len;
+    a.scale = p.scale, a.softcap = p.softcap, a.sliding_window = p.sliding_window;
+    TESSERA_CHECK(kc.dim(2) == a.Dh, "attention: cache head_dim differs from q's");
+    // Decode steps, then the tensor-core kernel, then the general one (any shape and dtype).
+    bool decode = cuda::decode_attention_applies(a, m.max_query_len);
+    int q_tiles = decode ? 0 : cuda::flash_attention_tiles(a, m.max_query_len, smem_optin_);
+    int64_t blocks = q_tiles > 0 ? int64_t(m.num_seqs) * q_tiles * a.Hkv : a.T * a.Hkv;
+    int splits = attention_splits(blocks, m.max_context_len);
+    Tensor partial;
+    if (splits > 1) partial = empty(DType::F32, {a.T * a.H * splits * (a.Dh + 2)});
+    float* part = splits > 1 ? ptr(partial) : nullptr;
+    if (decode) cuda::decode_attention(a, splits, part, stream_);
+    else if (q_tiles > 0) cuda::flash_attention(a, q_tiles, splits, part, stream_);
+    else cuda::attention(a, splits, part, stream_);
+  }
+
+  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
+    require_f32(gate, "silu_mul", "gate");
+    require_f32(up, "silu_mul", "up");
+    require_f32(out, "silu_mul", "out");
+    cuda::silu_mul(ptr(gate), ptr(up), ptr(out), gate.numel(), stream_);
+  }
+
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override {
+    require_f32(a, "add", "a");
+    require_f32(b, "add", "b");
+    require_f32(out, "add", "out");
+    cuda::add(ptr(a), ptr(b), ptr(out), a.numel(), stream_);
+  }
+
+  void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
+    require_f32(x, "gather_rows", "x");
+    require_i32(rows, "gather_rows", "rows");
+    require_f32(out, "gather_rows", "out");
+    int64_t D = x.dim(0) ? x.numel() / x.dim(0) : 0;
+    cuda::gather_rows(ptr(x), ptr<int32_t>(rows), rows.numel(), D, x.dim(0), ptr(out), stream_);
+  }
+
+ private:
+  // Splits the keys of each query into ranges when too few (token, kv head) blocks would fill
+  // the GPU and the contexts are long enough to share (decode).
+  int attention_splits(int64_t blocks, int max_context_len) const {
+    if (blocks >= 2 * sm_count_ || max_context_len < 256) return 1;
+    int64_t want = (2 * sm_count_ + blocks - 1) / blocks;
+    return int(std::clamp<int64_t>(std::min<int64_t>(want, max_context_len / 128), 1, 32));
+  }
+
+  std::string name_;
+  int sm_count_ = 1;
+  size_t smem_optin_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::shared_ptr<DeviceAllocator> alloc_;
+  std::unique_ptr<cuda::Gemm> gemm_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+
+}  // namespace tessera
+
+extern "C" __attribute__((visibility("default"))) tessera::Backend* tessera_cuda_create_backend(
+    int abi, int device, char* error, unsigned long error_size) {
+  auto fail = [&](const std::string& msg) -> tessera::Backend* {
+    if (error && error_size) {
+      std::strncpy(error, msg.c_str(), error_size - 1);
+      error[error_size - 1] = '\0';
+    }
+    return nullptr;
+  };
+  if (abi != TESSERA_CUDA_PLUGIN_ABI)
+    return fail("plugin ABI " + std::to_string(TESSERA_CUDA_PLUGIN_ABI) + " but the core expects " +
+                std::to_string(abi));
+  try {
+    return tessera::make_cuda_backend(device).release();
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+}

@@ -1,0 +1,223 @@
+// Row-wise and elementwise kernels: embedding, RMSNorm, RoPE, KV store, SwiGLU, add, gather,
+// dtype conversion, bias. Memory-bound: coalesced accesses, one pass each.
+#include <cmath>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/device_types.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace tessera::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+int blocks_for(int64_t n) { return int(std::min<int64_t>((n + kThreads - 1) / kThreads, 65536)); }
+
+template <class T>
+__global__ void embedding_kernel(const T* table, const int32_t* ids, int64_t D, int64_t V, float* out) {
+  int64_t t = blockIdx.x;
+  int32_t id = ids[t];
+  float* o = out + t * D;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) o[i] = (id >= 0 && id < V) ? to_f32(table[id * D + i]) : NAN;
+}
+
+template <class T>
+__global__ void rms_norm_kernel(const float* x, const T* w, float eps, float offset, int64_t D, float* out) {
+  __shared__ float partial[32];
+  const float* xr = x + blockIdx.x * D;
+  float ss = 0;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) ss += xr[i] * xr[i];
+  ss = warp_sum(ss);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float v = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x] : 0.0f;
+    v = warp_sum(v);
+    if (threadIdx.x == 0) partial[0] = v;
+  }
+  __syncthreads();
+  float inv = 1.0f / sqrtf(partial[0] / float(D) + eps);
+  float* o = out + blockIdx.x * D;
+  // Each thread rewrites only the elements it read above, so out may alias x.
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) o[i] = xr[i] * inv * (to_f32(w[i]) + offset);
+}
+
+__global__ void rope_kernel(float* x, const int32_t* positions, const float* inv_freq, float scaling, int64_t H,
+                            int64_t Dh, int half) {
+  extern __shared__ float cs[];  // cos[half], sin[half]
+  float pos = float(positions[blockIdx.x]);
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    float angle = pos * inv_freq[i];  // f32 product, as the reference computes it
+    cs[i] = cosf(angle) * scaling;
+    cs[half + i] = sinf(angle) * scaling;
+  }
+  __syncthreads();
+  float* xt = x + blockIdx.x * H * Dh;
+  for (int64_t j = blockIdx.y * int64_t(blockDim.x) + threadIdx.x; j < H * half; j += int64_t(gridDim.y) * blockDim.x) {
+    int64_t h = j / half;
+    int i = int(j % half);
+    float* v = xt + h * Dh;
+    float a = v[i], b = v[i + half], c = cs[i], s = cs[half + i];
+    v[i] = a * c - b * s;
+    v[i + half] = b * c + a * s;
+  }
+}
+
+template <class E>
+__global__ void store_kv_kernel(const float* k, const float* v, const int32_t* slots, int64_t T, int64_t row,
+                                int64_t num_slots, E* kc, E* vc) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < T * row; e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t t = e / row, j = e % row;
+    int64_t slot = slots[t];
+    if (slot < 0 || slot >= num_slots) continue;
+    kc[slot * row + j] = from_f32<E>(k[e]);
+    vc[slot * row + j] = from_f32<E>(v[e]);
+  }
+}
+
+__global__ void silu_mul_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    float g = gate[i];
+    out[i] = g / (1.0f + expf(-g)) * up[i];
+  }
+}
+
+__global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = a[i] + b[i];
+}
+
+__global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t D, int64_t num_rows, float* out) {
+  int64_t r = blockIdx.x;
+  int64_t src = rows[r];
+  bool ok = src >= 0 && src < num_rows;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) out[r * D + i] = ok ? x[src * D + i] : NAN;
+}
+
+template <class T>
+__global__ void convert_kernel(const float* x, int64_t n, T* out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = from_f32<T>(x[i]);
+}
+
+template <class E>
+__global__ void add_bias_kernel(float* out, const E* bias, int64_t T, int64_t N) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < T * N; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] += to_f32(bias[i % N]);
+}
+
+int row_threads(int64_t D) { return D >= 4096 ? 512 : D >= 1024 ? 256 : D >= 256 ? 128 : 64; }
+
+}  // namespace
+
+void embedding(const void* table, DType dt, const int32_t* ids, int64_t T, int64_t D, int64_t V, float* out,
+               cudaStream_t s) {
+  if (T == 0) return;
+  int th = row_threads(D);
+  switch (dt) {
+    case DType::F32: embedding_kernel<<<T, th, 0, s>>>(static_cast<const float*>(table), ids, D, V, out); break;
+    case DType::BF16:
+      embedding_kernel<<<T, th, 0, s>>>(static_cast<const __nv_bfloat16*>(table), ids, D, V, out);
+      break;
+    case DType::F16: embedding_kernel<<<T, th, 0, s>>>(static_cast<const __half*>(table), ids, D, V, out); break;
+    default: throw Error("embedding: unsupported table dtype " + std::string(dtype_name(dt)));
+  }
+  check_launch("embedding");
+}
+
+void rms_norm(const float* x, const void* w, DType dt, float eps, float offset, int64_t rows, int64_t D, float* out,
+              cudaStream_t s) {
+  if (rows == 0) return;
+  int th = row_threads(D);
+  switch (dt) {
+    case DType::F32:
+      rms_norm_kernel<<<rows, th, 0, s>>>(x, static_cast<const float*>(w), eps, offset, D, out);
+      break;
+    case DType::BF16:
+      rms_norm_kernel<<<rows, th, 0, s>>>(x, static_cast<const __nv_bfloat16*>(w), eps, offset, D, out);
+      break;
+    case DType::F16:
+      rms_norm_kernel<<<rows, th, 0, s>>>(x, static_cast<const __half*>(w), eps, offset, D, out);
+      break;
+    default: throw Error("rms_norm: unsupported weight dtype " + std::string(dtype_name(dt)));
+  }
+  check_launch("rms_norm");
+}
+
+void rope(float* x, const int32_t* positions, const float* inv_freq, float scaling, int64_t T, int64_t H,
+          int64_t Dh, int rotary_dim, cudaStream_t s) {
+  int half = rotary_dim / 2;
+  if (T == 0 || half == 0) return;
+  // Few tokens (decode): spread each token's heads over several blocks.
+  dim3 grid(unsigned(T), unsigned(std::min<int64_t>((H * half + 255) / 256, std::max<int64_t>(1, 256 / T))));
+  rope_kernel<<<grid, 256, size_t(2 * half) * sizeof(float), s>>>(x, positions, inv_freq, scaling, H, Dh, half);
+  check_launch("rope");
+}
+
+void store_kv(const float* k, const float* v, const int32_t* slots, int64_t T, int64_t row, int64_t num_slots,
+              void* kc, void* vc, DType dt, cudaStream_t s) {
+  if (T == 0) return;
+  int g = blocks_for(T * row);
+  switch (dt) {
+    case DType::F32:
+      store_kv_kernel<<<g, kThreads, 0, s>>>(k, v, slots, T, row, num_slots, static_cast<float*>(kc),
+                                             static_cast<float*>(vc));
+      break;
+    case DType::BF16:
+      store_kv_kernel<<<g, kThreads, 0, s>>>(k, v, slots, T, row, num_slots, static_cast<__nv_bfloat16*>(kc),
+                                             static_cast<__nv_bfloat16*>(vc));
+      break;
+    case DType::F16:
+      store_kv_kernel<<<g, kThreads, 0, s>>>(k, v, slots, T, row, num_slots, static_cast<__half*>(kc),
+                                             static_cast<__half*>(vc));
+      break;
+    default: throw Error("store_kv: unsupported cache dtype " + std::string(dtype_name(dt)));
+  }
+  check_launch("store_kv");
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  silu_mul_kernel<<<blocks_for(n), kThreads, 0, s>>>(gate, up, out, n);
+  check_launch("silu_mul");
+}
+
+void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  add_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, out, n);
+  check_launch("add");
+}
+
+void gather_rows(const float* x, const int32_t* rows, int64_t R, int64_t D, int64_t num_rows, float* out,
+                 cudaStream_t s) {
+  if (R == 0) return;
+  gather_rows_kernel<<<R, row_threads(D), 0, s>>>(x, rows, D, num_rows, out);
+  check_launch("gather_rows");
+}
+
+void convert_f32(const float* x, int64_t n, void* out, DType dt, cudaStream_t s) {
+  if (n == 0) return;
+  if (dt == DType::BF16)
+    convert_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, n, static_cast<__nv_bfloat16*>(out));
+  else if (dt == DType::F16)
+    convert_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, n, static_cast<__half*>(out));
+  else
+    throw Error("convert_f32: unsupported dtype " + std::string(dtype_name(dt)));
+  check_launch("convert_f32");
+}
+
+void add_bias(float* out, const void* bias, DType dt, int64_t T, int64_t N, cudaStream_t s) {
+  if (T * N == 0) return;
+  int g = blocks_for(T * N);
+  switch (dt) {
+    case DType::F32: add_bias_kernel<<<g, kThreads, 0, s>>>(out, static_cast<const float*>(bias), T, N); break;
+    case DType::BF16:
+      add_bias_kernel<<<g, kThreads, 0, s>>>(out, static_cast<const __nv_bfloat16*>(bias), T, N);
+      break;
+    case DType::F16: add_bias_kernel<<<g, kThreads, 0, s>>>(out, static_cast<const __half*>(bias), T, N); break;
+    default: throw Error("linear: unsupported bias dtype " + std::string(dtype_name(dt)));
+  }
+  check_launch("add_bias");
+}
+
+}  // namespace tessera::cuda

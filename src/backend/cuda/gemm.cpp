@@ -1,0 +1,87 @@
+#include "backend/cuda/gemm.h"
+
+#include <cstdint>
+
+#include "backend/cuda/check.h"
+
+namespace tessera::cuda {
+namespace {
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::BF16: return CUDA_R_16BF;
+    case DType::F16: return CUDA_R_16F;
+    default: throw Error("linear: unsupported weight dtype " + std::string(dtype_name(t)));
+  }
+}
+
+int alignment(const void* p) {
+  auto v = reinterpret_cast<uintptr_t>(p);
+  int a = 256;
+  while (a > 1 && v % uintptr_t(a) != 0) a /= 2;
+  return a;
+}
+
+}  // namespace
+
+Gemm::Gemm(cudaStream_t stream) : stream_(stream) {
+  TESSERA_CUDA_CHECK(cublasLtCreate(&handle_));
+  TESSERA_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+}
+
+Gemm::~Gemm() {
+  for (auto& [key, p] : plans_) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.desc);
+  }
+  cudaFree(workspace_);
+  cublasLtDestroy(handle_);
+}
+
+// Column-major view: out (N × T, ld N) = W (stored K × N, ld K)ᵀ · X (K × T, ld K).
+const Gemm::Plan& Gemm::plan(const Key& key) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  auto [dt, T, N, K, align_a, align_w, align_out] = key;
+  cudaDataType_t in = cuda_type(DType(dt));
+  Plan p;
+  TESSERA_CUDA_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  TESSERA_CUDA_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  TESSERA_CUDA_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  TESSERA_CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.a, in, uint64_t(K), uint64_t(N), K));
+  TESSERA_CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.b, in, uint64_t(K), uint64_t(T), K));
+  TESSERA_CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, uint64_t(N), uint64_t(T), N));
+
+  cublasLtMatmulPreference_t pref;
+  TESSERA_CUDA_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  uint32_t aw = uint32_t(align_w), ax = uint32_t(align_a), ao = uint32_t(align_out);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                       sizeof(workspace_bytes_));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aw, sizeof(aw));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ax, sizeof(ax));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ao, sizeof(ao));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ao, sizeof(ao));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+    throw Error("cuBLASLt: no algorithm for linear " + std::string(dtype_name(DType(dt))) + " T=" +
+                std::to_string(T) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
+  p.algo = result.algo;
+  return plans_.emplace(key, p).first->second;
+}
+
+void Gemm::run(const void* a, const void* w, DType dtype, float* out, int64_t T, int64_t N, int64_t K) {
+  if (T == 0 || N == 0) return;
+  const Plan& p = plan({int(dtype), T, N, K, alignment(a), alignment(w), alignment(out)});
+  const float one = 1.0f, zero = 0.0f;
+  TESSERA_CUDA_CHECK(cublasLtMatmul(handle_, p.desc, &one, w, p.a, a, p.b, &zero, out, p.c, out, p.c, &p.algo,
+                                    workspace_, workspace_bytes_, stream_));
+}
+
+}  // namespace tessera::cuda

@@ -1,0 +1,41 @@
+// Matrix products through cuBLASLt: out[T, N] (f32) = a[T, K] · w[N, K]ᵀ, with a and w of one
+// dtype (f32, bf16 or f16), accumulating in f32. f32 runs as true f32 (no TF32), so that f32
+// models give what the CPU gives. One plan (layouts + algorithm) is kept per shape.
+#pragma once
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <tuple>
+
+#include "core/dtype.h"
+
+namespace tessera::cuda {
+
+class Gemm {
+ public:
+  explicit Gemm(cudaStream_t stream);
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  void run(const void* a, const void* w, DType dtype, float* out, int64_t T, int64_t N, int64_t K);
+
+ private:
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  // dtype, T, N, K, alignment of the three pointers (cuBLASLt picks kernels by alignment)
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int, int>;
+  const Plan& plan(const Key& key);
+
+  cudaStream_t stream_;
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = size_t(32) << 20;
+  std::map<Key, Plan> plans_;
+};
+
+}  // namespace tessera::cuda

@@ -1,0 +1,71 @@
+// Launchers of the backend's own kernels (elementwise.cu, attention.cu). Plain pointers and
+// sizes; all on the given stream; each checks its launch.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace tessera::cuda {
+
+// Out-of-range ids give rows of NaN (the engine validates ids before they get here).
+void embedding(const void* table, DType dtype, const int32_t* ids, int64_t T, int64_t D, int64_t V, float* out,
+               cudaStream_t s);
+// out may alias x.
+void rms_norm(const float* x, const void* w, DType w_dtype, float eps, float offset, int64_t rows, int64_t D,
+              float* out, cudaStream_t s);
+void rope(float* x, const int32_t* positions, const float* inv_freq, float scaling, int64_t T, int64_t H,
+          int64_t Dh, int rotary_dim, cudaStream_t s);
+// Rows with a slot outside [0, num_slots) are skipped.
+void store_kv(const float* k, const float* v, const int32_t* slots, int64_t T, int64_t row, int64_t num_slots,
+              void* k_cache, void* v_cache, DType cache_dtype, cudaStream_t s);
+void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t s);
+void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
+// Out-of-range rows give rows of NaN.
+void gather_rows(const float* x, const int32_t* rows, int64_t R, int64_t D, int64_t num_rows, float* out,
+                 cudaStream_t s);
+// out[T, N] = x[T, K] · w[N, K]ᵀ for 16-bit weights and at most kGemvMaxTokens tokens (decode),
+// at memory speed (each further token re-reads the activations from L1, so beyond 2 tokens
+// cuBLASLt is faster). Returns false (nothing launched) where it does not apply: other dtypes, more
+// tokens, K not a multiple of 8, or pointers not 16-byte aligned.
+constexpr int kGemvMaxTokens = 2;
+bool gemv(const float* x, const void* w, DType dtype, float* out, int64_t T, int64_t N, int64_t K, cudaStream_t s);
+// f32 → bf16 / f16 (round to nearest even), for the activation side of 16-bit matrix products.
+void convert_f32(const float* x, int64_t n, void* out, DType dtype, cudaStream_t s);
+// out[T, N] += bias[N]
+void add_bias(float* out, const void* bias, DType dtype, int64_t T, int64_t N, cudaStream_t s);
+
+struct AttentionArgs {
+  const float* q;  // [T, H, Dh]
+  const void* k_cache;
+  const void* v_cache;  // [slots, Hkv, Dh]
+  DType cache_dtype;
+  const int32_t* seq_starts;
+  const int32_t* context_lens;
+  const int32_t* block_tables;
+  const int32_t* positions;
+  float* out;  // [T, H, Dh]
+  int64_t T, H, Hkv, Dh;
+  int num_seqs, max_blocks, block_size, max_context_len;
+  float scale, softcap;
+  int sliding_window;
+};
+// Splits each query's keys into `splits` ranges (flash-decoding) when splits > 1; `partial` then
+// holds T * H * splits * (Dh + 2) floats.
+void attention(const AttentionArgs& a, int splits, float* partial, cudaStream_t s);
+// Sums the `splits` partial results of each of `rows` (token, head) pairs into out [rows, Dh].
+void combine_partials(const float* partial, int64_t rows, int splits, int64_t Dh, float* out, cudaStream_t s);
+
+// The decode kernel (attention_decode.cu): one new token per sequence, f32 or bf16 caches,
+// head_dim 32/64/128/256, at most 8 query heads per kv head.
+bool decode_attention_applies(const AttentionArgs& a, int max_query_len);
+void decode_attention(const AttentionArgs& a, int splits, float* partial, cudaStream_t s);
+
+// The tensor-core kernel (attention_tc.cu): bf16 caches, head_dim 64/128/256, heads per kv
+// head dividing 64. Returns the number of query tiles per sequence, or 0 where it does not
+// apply (then use attention()). smem_limit: the device's opt-in shared memory per block.
+int flash_attention_tiles(const AttentionArgs& a, int max_query_len, size_t smem_limit);
+void flash_attention(const AttentionArgs& a, int q_tiles, int splits, float* partial, cudaStream_t s);
+
+}  // namespace tessera::cuda

@@ -1,0 +1,104 @@
+// Whole models on the GPU against the CPU backend, on the fixture models: the logits after every
+// token of a prompt (one prefill step) and greedy generations of several prompts batched
+// through the engine (prefill, then decode steps). f32 models must generate exactly what the CPU
+// generates; 16-bit models round the activations before each product, so they are held to a
+// logits error and to the first token of each generation.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "cuda_testutil.h"
+#include "engine/engine.h"
+#include "models/model.h"
+
+namespace tessera {
+namespace {
+
+struct Limits {
+  double logits_nmse;
+  bool exact_greedy;
+};
+
+Limits limits_for(const LoadedModel& m) {
+  std::string dtype = m.config.get_or<std::string>("dtype", m.config.get_or<std::string>("torch_dtype", "float32"));
+  if (dtype == "bfloat16") return {1e-3, false};
+  if (dtype == "float16") return {1e-4, false};
+  return {1e-9, true};
+}
+
+std::vector<float> prompt_logits(Model& model, Backend& be, const std::vector<int32_t>& tokens) {
+  const int bs = 16, blocks = int(tokens.size() + bs - 1) / bs;
+  KvCache cache = allocate_kv_cache(be, model.kv_spec(), blocks, bs);
+  BlockManager bm(blocks, bs);
+  Sequence s;
+  s.tokens = tokens;
+  s.num_prompt_tokens = int(tokens.size());
+  EXPECT_TRUE(bm.ensure_capacity(s, int(tokens.size())));
+  ModelRunner runner(model, be, cache);
+  return runner.run({{&s, int(tokens.size())}}, /*all_rows=*/true).logits;
+}
+
+std::vector<std::vector<int32_t>> greedy(Model& model, Backend& be, const std::vector<std::vector<int32_t>>& prompts,
+                                         int max_tokens) {
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  Engine engine(model, be, cfg);
+  std::vector<int64_t> ids;
+  for (auto& p : prompts) {
+    Request r;
+    r.prompt = p;
+    r.max_tokens = max_tokens;
+    r.params.temperature = 0;
+    ids.push_back(engine.add_request(r));
+  }
+  std::vector<std::vector<int32_t>> out(prompts.size());
+  while (engine.has_work())
+    for (auto& o : engine.step()) out[std::find(ids.begin(), ids.end(), o.seq_id) - ids.begin()].push_back(o.token);
+  return out;
+}
+
+class CudaModels : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaModels, MatchCpuBackend) {
+  TESSERA_REQUIRE_CUDA(gpu);
+  auto dir = test::cuda_fixtures_dir() / "models" / GetParam();
+  ASSERT_TRUE(std::filesystem::exists(dir)) << dir;
+  auto cpu = make_cpu_backend({.threads = 2});
+  LoadedModel on_cpu = load_model(dir, *cpu), on_gpu = load_model(dir, *gpu);
+  Limits lim = limits_for(on_cpu);
+  int vocab = on_cpu.model->vocab_size();
+
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 70; ++i) prompt.push_back(int32_t((i * 37 + 11) % vocab));
+  std::vector<float> want = prompt_logits(*on_cpu.model, *cpu, prompt);
+  std::vector<float> got = prompt_logits(*on_gpu.model, *gpu, prompt);
+  ASSERT_EQ(got.size(), want.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(got[i])) << "logit " << i;
+    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    den += double(want[i]) * want[i];
+  }
+  std::printf("MODEL %-14s prompt logits NMSE %.3e (limit %.0e)\n", GetParam().c_str(), num / den, lim.logits_nmse);
+  EXPECT_LE(num / den, lim.logits_nmse);
+
+  std::vector<std::vector<int32_t>> prompts = {{1, 17, 200, 45, 99}, {5}, {}};
+  for (int i = 0; i < 40; ++i) prompts[2].push_back(int32_t((i * 13 + 3) % vocab));
+  auto a = greedy(*on_cpu.model, *cpu, prompts, 24), b = greedy(*on_gpu.model, *gpu, prompts, 24);
+  int same = 0, total = 0;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    for (size_t i = 0; i < std::min(a[p].size(), b[p].size()); ++i) same += a[p][i] == b[p][i], ++total;
+    if (lim.exact_greedy) EXPECT_EQ(a[p], b[p]) << "prompt " << p;
+    else EXPECT_EQ(a[p].at(0), b[p].at(0)) << "prompt " << p;
+  }
+  std::printf("MODEL %-14s greedy ids equal to the CPU's: %d / %d\n", GetParam().c_str(), same, total);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModels,
+                         ::testing::Values("llama", "llama_bf16", "llama_f16", "llama_dynamic", "mistral", "qwen2",
+                                           "qwen3"));
+
+}  // namespace
+}  // namespace tessera

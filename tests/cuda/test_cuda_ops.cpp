@@ -1,0 +1,358 @@
+// Every CUDA op against the CPU reference backend on random inputs of several shapes and weight
+// dtypes. Outputs start as NaN, so an element the op fails to write fails the check. The error
+// is the normalised mean squared error sum((got - want)^2) / sum(want^2); each case prints it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+
+#include "backend/cuda_loader.h"
+#include "core/error.h"
+#include "cuda_testutil.h"
+
+namespace tessera {
+namespace {
+
+// Limits: f32 differs from the reference only in summation order and libm ulps; 16-bit weights
+// also round the activations to the weight's format before the product (bf16: 8 bits of
+// mantissa, f16: 11).
+double limit_for(DType weights) {
+  switch (weights) {
+    case DType::BF16: return 1e-4;
+    case DType::F16: return 1e-5;
+    default: return 1e-9;
+  }
+}
+
+Backend& reference() {
+  static std::unique_ptr<Backend> be = make_cpu_backend({.reference = true, .threads = 1});
+  return *be;
+}
+
+// Normal values scaled by `scale`, stored in `dt` (f32 tensors hold values exact in `round_to`).
+Tensor random_host(DType dt, Shape shape, float scale, std::mt19937& rng, DType round_to = DType::F32) {
+  Tensor t = Tensor::empty(dt, std::move(shape));
+  std::normal_distribution<float> nd(0.0f, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    float v = nd(rng);
+    if (round_to == DType::BF16) v = bf16_to_f32(f32_to_bf16(v));
+    switch (dt) {
+      case DType::F32: t.data<float>()[i] = v; break;
+      case DType::BF16: t.data<uint16_t>()[i] = f32_to_bf16(v); break;
+      case DType::F16: t.data<uint16_t>()[i] = f32_to_f16(v); break;
+      default: throw Error("random_host: dtype");
+    }
+  }
+  return t;
+}
+
+Tensor host_i32(const std::vector<int32_t>& v, Shape shape) {
+  Tensor t = Tensor::empty(DType::I32, std::move(shape));
+  std::copy(v.begin(), v.end(), t.data<int32_t>());
+  return t;
+}
+
+Tensor poisoned(Backend& be, Shape shape) {
+  Tensor h = Tensor::empty(DType::F32, std::move(shape));
+  std::fill(h.data<float>(), h.data<float>() + h.numel(), NAN);
+  return be.upload(h);
+}
+
+std::vector<float> to_host_f32(Backend& be, const Tensor& t) {
+  std::vector<float> out(size_t(t.numel()));
+  if (t.dtype() == DType::F32) {
+    be.download(t, out.data());
+  } else {
+    std::vector<uint16_t> raw(out.size());
+    be.download(t, raw.data());
+    for (size_t i = 0; i < raw.size(); ++i)
+      out[i] = t.dtype() == DType::BF16 ? bf16_to_f32(raw[i]) : f16_to_f32(raw[i]);
+  }
+  return out;
+}
+
+std::vector<float> host_values(const Tensor& t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
+
+// Infinite when any element is NaN or infinite.
+double nmse(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    double d = double(got[i]) - want[i];
+    num += d * d;
+    den += double(want[i]) * want[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+void expect_close(const std::string& op, const std::string& name, const std::vector<float>& got,
+                  const std::vector<float>& want, double limit) {
+  ASSERT_EQ(got.size(), want.size()) << op << " " << name;
+  double e = nmse(got, want);
+  std::printf("NMSE %-12s %-44s %.3e (limit %.0e)\n", op.c_str(), name.c_str(), e, limit);
+  EXPECT_LE(e, limit) << op << " " << name;
+}
+
+std::string dname(DType t) { return std::string(dtype_name(t)); }
+
+std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+std::string fmt(const char* f, ...) {
+  char buf[256];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof(buf), f, ap);
+  va_end(ap);
+  return buf;
+}
+
+const DType kWeightTypes[] = {DType::F32, DType::BF16, DType::F16};
+
+TEST(CudaLoader, MissingPluginIsAClearError) {
+  const char* old = std::getenv("TESSERA_CUDA_PLUGIN");
+  std::string saved = old ? old : "";
+  setenv("TESSERA_CUDA_PLUGIN", "/nonexistent/libtessera_cuda.so", 1);
+  std::string error;
+  auto be = load_cuda_backend(0, &error);
+  if (old) setenv("TESSERA_CUDA_PLUGIN", saved.c_str(), 1);
+  else unsetenv("TESSERA_CUDA_PLUGIN");
+  EXPECT_EQ(be, nullptr);
+  EXPECT_EQ(error.rfind("CUDA backend not available: ", 0), 0u) << error;
+  EXPECT_NE(error.find("/nonexistent/libtessera_cuda.so"), std::string::npos) << error;
+}
+
+TEST(CudaOps, Embedding) {
+  TESSERA_REQUIRE_CUDA(be);
+  std::mt19937 rng(1);
+  for (DType dt : kWeightTypes)
+    for (auto [V, D, T] : {std::tuple{384, 64, 7}, {4000, 4096, 33}}) {
+      Tensor table = random_host(dt, {V, D}, 1.0f, rng);
+      std::vector<int32_t> ids(static_cast<size_t>(T));
+      for (auto& id : ids) id = int32_t(rng() % uint32_t(V));
+      Tensor hid = host_i32(ids, {T}), want = Tensor::empty(DType::F32, {T, D});
+      reference().embedding(table, hid, want);
+      Tensor out = poisoned(*be, {T, D});
+      be->embedding(be->upload(table), be->upload(hid), out);
+      expect_close("embedding", fmt("%s V%d D%d", dname(dt).c_str(), V, D),
+                   to_host_f32(*be, out), host_values(want), 0.0);
+    }
+}
+
+TEST(CudaOps, RmsNorm) {
+  TESSERA_REQUIRE_CUDA(be);
+  std::mt19937 rng(2);
+  for (DType dt : kWeightTypes)
+    for (auto [T, D, offset, in_place] :
+         {std::tuple{1, 64, 0.0f, false}, {17, 4096, 0.0f, false}, {5, 5120, 1.0f, false}, {24, 128, 0.0f, true}}) {
+      Tensor x = random_host(DType::F32, {T, D}, 3.0f, rng), w = random_host(dt, {D}, 1.0f, rng);
+      Tensor want = Tensor::empty(DType::F32, {T, D});
+      reference().rms_norm(x, w, 1e-6f, offset, want);
+      Tensor gx = be->upload(x), out = in_place ? gx : poisoned(*be, {T, D});
+      be->rms_norm(gx, be->upload(w), 1e-6f, offset, out);
+      expect_close("rms_norm", fmt("%s T%d D%d%s%s", dname(dt).c_str(), T, D, offset ? " offset1" : "",
+                                   in_place ? " in-place" : ""),
+                   to_host_f32(*be, out), host_values(want), 1e-11);
+    }
+}
+
+TEST(CudaOps, Linear) {
+  TESSERA_REQUIRE_CUDA(be);
+  std::mt19937 rng(3);
+  for (DType dt : kWeightTypes)
+    for (auto [T, K, N, bias] : {std::tuple{1, 64, 384, false}, {7, 4096, 1024, false}, {33, 256, 4096, true},
+                                 {128, 1024, 1000, false}, {3, 100, 30, true},
+                                 {8, 512, 300, true}, {2, 14336, 64, false}, {4, 1024, 33, false}}) {
+      Tensor x = random_host(DType::F32, {T, K}, 1.0f, rng);
+      Tensor w = random_host(dt, {N, K}, 1.0f / std::sqrt(float(K)), rng);
+      Tensor b = bias ? random_host(dt, {N}, 1.0f, rng) : Tensor();
+      Tensor want = Tensor::empty(DType::F32, {T, N});
+      reference().linear(x, w, b, want);
+      Tensor out = poisoned(*be, {T, N});
+      be->linear(be->upload(x), be->upload(w), bias ? be->upload(b) : Tensor(), out);
+      expect_close("linear", fmt("%s T%d K%d N%d%s", dname(dt).c_str(), T, K, N, bias ? " bias" : ""),
+                   to_host_f32(*be, out), host_values(want), limit_for(dt));
+    }
+}
+
+TEST(CudaOps, Rope) {
+  TESSERA_REQUIRE_CUDA(be);
+  std::mt19937 rng(4);
+  for (auto [T, H, Dh, rot, scaling, max_pos] : {std::tuple{9, 4, 16, 16, 1.0f, 64}, {5, 32, 128, 128, 1.0f, 8000},
+                                                 {11, 6, 24, 12, 1.25f, 300}, {64, 8, 64, 64, 1.0f, 130000}}) {
+    std::vector<float> inv(size_t(rot / 2));
+    for (size_t i = 0; i < inv.size(); ++i) inv[i] = 1.0f / std::pow(500000.0f, float(2 * i) / float(rot));
+    Tensor hinv = Tensor::empty(DType::F32, {int64_t(inv.size())});
+    std::copy(inv.begin(), inv.end(), hinv.data<float>());
+    std::vector<int32_t> pos(static_cast<size_t>(T));
+    for (auto& p : pos) p = int32_t(rng() % uint32_t(max_pos));
+    Tensor x = random_host(DType::F32, {T, H, Dh}, 1.0f, rng), hpos = host_i32(pos, {T});
+    Tensor gx = be->upload(x);
+    RopeParams hp{hinv, scaling, rot}, gp{be->upload(hinv), scaling, rot};
+    reference().rope(x, hpos, hp);
+    be->rope(gx, be->upload(hpos), gp);
+    // cosf/sinf of large angles differ from libm's by an ulp of the angle's reduction.
+    expect_close("rope", fmt("T%d H%d Dh%d rot%d maxpos%d", T, H, Dh, rot, max_pos),
+                 to_host_f32(*be, gx), host_values(x), 1e-10);
+  }
+}
+
+TEST(CudaOps, StoreKv) {
+  TESSERA_REQUIRE_CUDA(be);
+  std::mt19937 rng(5);
+  for (DType cache_dt : {DType::F32, DType::BF16})
+    for (auto [T, Hkv, Dh, slots_total] : {std::tuple{7, 2, 16, 64}, {300, 8, 128, 1024}}) {
+      std::vector<int32_t> all(static_cast<size_t>(slots_total));
+      std::iota(all.begin(), all.end(), 0);
+      std::shuffle(all.begin(), all.end(), rng);
+      std::vector<int32_t> slots(all.begin(), all.begin() + T);
+      // Values exact in the cache's format, so a bf16 cache must match exactly too.
+      Tensor k = random_host(DType::F32, {T, Hkv, Dh}, 1.0f, rng, cache_dt);
+      Tensor v = random_host(DType::F32, {T, Hkv, Dh}, 1.0f, rng, cache_dt);
+      Tensor kc0 = random_host(cache_dt, {slots_total, Hkv, Dh}, 1.0f, rng);
+      Tensor vc0 = random_host(cache_dt, {slots_total, Hkv, Dh}, 1.0f, rng);
+      Tensor gk = be->upload(kc0), gv = be->upload(vc0);
+      std::vector<float> kf = to_host_f32(*be, gk), vf = to_host_f32(*be, gv);  // initial caches as f32
+      Tensor hk = Tensor::view(kf.data(), DType::F32, kc0.shape(), nullptr);
+      Tensor hv = Tensor::view(vf.data(), DType::F32, vc0.shape(), nullptr);
+      Tensor hslots = host_i32(slots, {T});
+      reference().store_kv(k, v, hslots, hk, hv);
+      be->store_kv(be->upload(k), be->upload(v), be->upload(hslots), gk, gv);
+      std::string name = fmt("%s T%d Hkv%d", dname(cache_dt).c_str(), T, Hkv);
+      expect_close("store_kv k", name, to_host_f32(*be, gk), kf, 0.0);
+      expect_close("store_kv v", name, to_host_f32(*be, gv), vf, 0.0);
+    }
+}
+
+struct AttnCase {
+  std::string name;
+  std::vector<int> new_tokens, context;  // per sequence
+  int H, Hkv, Dh, block_size, window;
+  float softcap;
+  DType cache;
+};
+
+void run_attention_case(Backend& be, const AttnCase& c, std::mt19937& rng) {
+  const int S = int(c.new_tokens.size()), bs = c.block_size;
+  int total_blocks = 3, max_blocks = 1, max_query = 0, max_context = 0;
+  for (int s = 0; s < S; ++s) {
+    int nb = (c.context[s] + bs - 1) / bs;
+    total_blocks += nb;
+    max_blocks = std::max(max_blocks, nb);
+    max_query = std::max(max_query, c.new_tokens[s]);
+    max_context = std::max(max_context, c.context[s]);
+  }
+  std::vector<int32_t> pool(static_cast<size_t>(total_blocks));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  std::vector<int32_t> tables(size_t(S) * max_blocks, 0), starts{0}, ctx, positions;
+  size_t next = 0;
+  for (int s = 0; s < S; ++s) {
+    for (int b = 0; b < (c.context[s] + bs - 1) / bs; ++b) tables[size_t(s) * max_blocks + b] = pool[next++];
+    for (int i = 0; i < c.new_tokens[s]; ++i) positions.push_back(c.context[s] - c.new_tokens[s] + i);
+    starts.push_back(int32_t(positions.size()));
+    ctx.push_back(c.context[s]);
+  }
+  const int64_t T = int64_t(positions.size()), slots = int64_t(total_blocks) * bs;
+  Tensor q = random_host(DType::F32, {T, c.H, c.Dh}, 1.0f, rng);
+  Tensor kc = random_host(c.cache, {slots, c.Hkv, c.Dh}, 1.0f, rng);
+  Tensor vc = random_host(c.cache, {slots, c.Hkv, c.Dh}, 1.0f, rng);
+  Tensor gk = be.upload(kc), gv = be.upload(vc);
+  std::vector<float> kf = to_host_f32(be, gk), vf = to_host_f32(be, gv);
+  Tensor hk = Tensor::view(kf.data(), DType::F32, kc.shape(), nullptr);
+  Tensor hv = Tensor::view(vf.data(), DType::F32, vc.shape(), nullptr);
+
+  AttentionMeta hm;
+  hm.seq_starts = host_i32(starts, {S + 1});
+  hm.context_lens = host_i32(ctx, {S});
+  hm.block_tables = host_i32(tables, {S, max_blocks});
+  hm.positions = host_i32(positions, {T});
+  hm.num_seqs = S, hm.max_blocks = max_blocks, hm.block_size = bs;
+  hm.max_query_len = max_query, hm.max_context_len = max_context;
+  AttentionMeta gm = hm;
+  gm.seq_starts = be.upload(hm.seq_starts);
+  gm.context_lens = be.upload(hm.context_lens);
+  gm.block_tables = be.upload(hm.block_tables);
+  gm.positions = be.upload(hm.positions);
+  AttentionParams p{1.0f / std::sqrt(float(c.Dh)), c.window, c.softcap};
+
+  Tensor want = Tensor::empty(DType::F32, {T, c.H, c.Dh});
+  reference().attention(q, hk, hv, hm, p, want);
+  Tensor out = poisoned(be, {T, c.H, c.Dh});
+  be.attention(be.upload(q), gk, gv, gm, p, out);
+  // bf16 caches take the tensor-core kernel where it applies, which rounds q and the softmax
+  // weights to bf16 for its two products.
+  double limit = c.cache == DType::BF16 ? 1e-4 : 1e-10;
+  expect_close("attention", fmt("%s %s", c.name.c_str(), dname(c.cache).c_str()), to_host_f32(be, out),
+               host_values(want), limit);
+}
+
+TEST(CudaOps, Attention) {
+  TESSERA_REQUIRE_CUDA(be);
+  std::mt19937 rng(6);
+  const AttnCase cases[] = {
+      {"prefill 37", {37}, {37}, 4, 2, 16, 16, 0, 0.0f, DType::F32},
+      {"mixed decode+chunk+prefill", {1, 5, 20}, {300, 50, 20}, 8, 2, 64, 16, 0, 0.0f, DType::F32},
+      {"decode x4 long (split keys)", {1, 1, 1, 1}, {1500, 2048, 700, 257}, 32, 8, 128, 16, 0, 0.0f, DType::F32},
+      {"window 16 softcap 30 Dh24", {9, 1}, {40, 77}, 6, 3, 24, 8, 16, 30.0f, DType::F32},
+      {"MHA Dh256", {3, 2}, {10, 33}, 4, 4, 256, 32, 0, 0.0f, DType::F32},
+      {"prefill 200 GQA8", {200}, {200}, 16, 2, 128, 16, 0, 0.0f, DType::F32},
+      {"decode x4 long (split keys)", {1, 1, 1, 1}, {1500, 2048, 700, 257}, 32, 8, 128, 16, 0, 0.0f, DType::BF16},
+      {"window 100 decode x2 long", {1, 1}, {1000, 600}, 8, 1, 64, 16, 100, 0.0f, DType::BF16},
+      {"prefill 200 GQA8", {200}, {200}, 16, 2, 128, 16, 0, 0.0f, DType::BF16},
+      {"mixed decode+chunk+prefill", {1, 5, 20}, {300, 50, 20}, 8, 2, 64, 16, 0, 0.0f, DType::BF16},
+      {"window 16 softcap 30 Dh64", {9, 1, 70}, {40, 77, 70}, 8, 2, 64, 8, 16, 30.0f, DType::BF16},
+      {"MHA Dh256 multi-tile", {70, 2}, {100, 33}, 4, 4, 256, 32, 0, 0.0f, DType::BF16},
+      {"chunk 100 of 1000 GQA4", {100}, {1000}, 32, 8, 128, 16, 0, 0.0f, DType::BF16},
+      {"GQA3 (row kernel)", {5, 1}, {300, 20}, 6, 2, 128, 16, 0, 0.0f, DType::BF16},
+      {"decode x3 window 20 softcap 50", {1, 1, 1}, {5, 90, 300}, 4, 2, 64, 16, 20, 50.0f, DType::F32},
+      {"decode MHA Dh256", {1, 1}, {33, 700}, 4, 4, 256, 16, 0, 0.0f, DType::F32},
+      {"decode Dh32 GQA8 first tokens", {1, 1, 1}, {1, 2, 45}, 16, 2, 32, 8, 0, 0.0f, DType::BF16},
+      {"decode GQA16 (row kernel)", {1}, {100}, 16, 1, 64, 16, 0, 0.0f, DType::F32},
+      {"decode x64 ctx 512", std::vector<int>(64, 1), std::vector<int>(64, 512), 32, 8, 128, 16, 0, 0.0f,
+       DType::BF16},
+  };
+  for (const AttnCase& c : cases) run_attention_case(*be, c, rng);
+}
+
+TEST(CudaOps, Elementwise) {
+  TESSERA_REQUIRE_CUDA(be);
+  std::mt19937 rng(7);
+  for (int64_t n : {int64_t(1), int64_t(1000), int64_t(33) * 14336}) {
+    Tensor a = random_host(DType::F32, {n}, 4.0f, rng), b = random_host(DType::F32, {n}, 1.0f, rng);
+    Tensor want = Tensor::empty(DType::F32, {n});
+    reference().silu_mul(a, b, want);
+    Tensor out = poisoned(*be, {n});
+    be->silu_mul(be->upload(a), be->upload(b), out);
+    expect_close("silu_mul", fmt("n%lld", (long long)n), to_host_f32(*be, out), host_values(want), 1e-11);
+
+    reference().add(a, b, want);
+    Tensor ga = be->upload(a);
+    be->add(ga, be->upload(b), ga);  // out aliases a, as the decoder's residual adds do
+    expect_close("add", fmt("n%lld in-place", (long long)n), to_host_f32(*be, ga), host_values(want), 0.0);
+  }
+}
+
+TEST(CudaOps, GatherRows) {
+  TESSERA_REQUIRE_CUDA(be);
+  std::mt19937 rng(8);
+  for (auto [R, D, n] : {std::tuple{1, 64, 10}, {7, 4096, 300}, {64, 4096, 64}}) {
+    Tensor x = random_host(DType::F32, {n, D}, 1.0f, rng);
+    std::vector<int32_t> rows(static_cast<size_t>(R));
+    for (auto& r : rows) r = int32_t(rng() % uint32_t(n));
+    Tensor hr = host_i32(rows, {R}), want = Tensor::empty(DType::F32, {R, D});
+    reference().gather_rows(x, hr, want);
+    Tensor out = poisoned(*be, {R, D});
+    be->gather_rows(be->upload(x), be->upload(hr), out);
+    expect_close("gather_rows", fmt("R%d D%d", R, D), to_host_f32(*be, out),
+                 host_values(want), 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace tessera
