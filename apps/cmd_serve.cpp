@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -152,11 +151,9 @@ int run(int argc, char** argv) {
   info.eos_ids = rt.eos_ids;
   info.defaults = default_sampling(rt.loaded.config);
   int num_blocks = engine->blocks().num_blocks();
-  std::unique_ptr<server::TextCodec> codec = server::load_model_codec(mo.model_dir);
+  std::unique_ptr<server::TextCodec> codec =
+      rt.tokenizer ? server::make_model_codec(*rt.tokenizer, mo.model_dir) : nullptr;
   if (!codec) std::fprintf(stderr, "no tokenizer.json: prompts must be token ids\n");
-  for (int32_t id : codec ? codec->eos_ids() : std::vector<int32_t>{})
-    if (std::find(info.eos_ids.begin(), info.eos_ids.end(), id) == info.eos_ids.end())
-      info.eos_ids.push_back(id);
   AsyncEngine async(std::move(engine));
   srv.set_model(async, codec.get(), info);
   std::fprintf(stderr, "loaded %s (%s) in %.2f s: context %d, %d KV blocks (%lld tokens); serving '%s'\n",

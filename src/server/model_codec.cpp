@@ -1,7 +1,6 @@
 #include "server/model_codec.h"
 
 #include "core/error.h"
-#include "tokenizer/tokenizer.h"
 
 namespace tessera::server {
 namespace {
@@ -18,12 +17,11 @@ class Decoder : public TextDecoder {
 
 class ModelCodec : public TextCodec {
  public:
-  explicit ModelCodec(Tokenizer tok) : tok_(std::move(tok)) {}
+  explicit ModelCodec(const Tokenizer& tok) : tok_(tok) {}
 
   std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const override {
     return tok_.encode(text, add_special_tokens);
   }
-  std::vector<int32_t> eos_ids() const override { return tok_.eos_ids(); }
   std::unique_ptr<TextDecoder> decoder() const override { return std::make_unique<Decoder>(tok_); }
   std::string token_text(int32_t id) const override { return tok_.decode(std::span<const int32_t>(&id, 1)); }
   std::string render_chat(const ChatInput&) const override {
@@ -31,14 +29,13 @@ class ModelCodec : public TextCodec {
   }
 
  private:
-  Tokenizer tok_;
+  const Tokenizer& tok_;
 };
 
 }  // namespace
 
-std::unique_ptr<TextCodec> load_model_codec(const std::filesystem::path& dir) {
-  if (!std::filesystem::exists(dir / "tokenizer.json")) return nullptr;
-  return std::make_unique<ModelCodec>(Tokenizer::load(dir));
+std::unique_ptr<TextCodec> make_model_codec(const Tokenizer& tok, const std::filesystem::path&) {
+  return std::make_unique<ModelCodec>(tok);
 }
 
 }  // namespace tessera::server

@@ -4,11 +4,11 @@
 #include <memory>
 
 #include "server/text_codec.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tessera::server {
 
-// Null when the directory has no tokenizer.json (the model is then served with token ids).
-// Throws tessera::Error when the tokenizer files are malformed.
-std::unique_ptr<TextCodec> load_model_codec(const std::filesystem::path& dir);
+// `tok` must outlive the codec.
+std::unique_ptr<TextCodec> make_model_codec(const Tokenizer& tok, const std::filesystem::path& model_dir);
 
 }  // namespace tessera::server

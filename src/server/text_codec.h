@@ -32,8 +32,6 @@ class TextCodec {
   virtual ~TextCodec() = default;
   virtual std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const = 0;
   virtual std::unique_ptr<TextDecoder> decoder() const = 0;
-  // End-of-sequence ids the tokenizer files name (tokenizer_config.json's eos_token, ...).
-  virtual std::vector<int32_t> eos_ids() const = 0;
   // One token's own text (logprobs report it).
   virtual std::string token_text(int32_t id) const = 0;
   // Renders the model's chat template; throws tessera::Error when the model has none or the
