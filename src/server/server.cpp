@@ -58,6 +58,9 @@ int Server::start() {
   // Every streaming client holds a thread for its whole response.
   http->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   http->set_payload_max_length(st.cfg.max_body_bytes);
+  // Headers and body (and each SSE event) go out as separate writes: without TCP_NODELAY,
+  // Nagle's algorithm holds the later ones until the client's delayed ACK (~40 ms).
+  http->set_tcp_nodelay(true);
   http->set_keep_alive_timeout(5);
   http->set_read_timeout(30);
   http->set_write_timeout(30);

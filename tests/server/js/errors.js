@@ -95,6 +95,27 @@ run({
     assert.deepEqual(r.data.map((m) => m.id), [model]);
   },
 
+  async 'any value in any field gets 200 or a 4xx, never a crash'() {
+    const values = [null, true, false, 0, -1, 1.5, 1e308, -1e308, 2 ** 63, '', 'x', [], {}, [[]], ['a'], [1, 'a'], { a: 1 }, [-5], '\u0000\ud800'];
+    const fields = ['model', 'prompt', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'top_k', 'min_p',
+      'presence_penalty', 'frequency_penalty', 'repetition_penalty', 'seed', 'stop', 'stop_token_ids', 'n', 'logprobs',
+      'logit_bias', 'stream', 'stream_options', 'response_format', 'ignore_eos', 'return_token_ids', 'best_of', 'echo', 'suffix', 'user'];
+    for (const f of fields)
+      for (const v of values) {
+        const r = await post('/v1/completions', { ...ok, [f]: v, stream: f === 'stream' ? v : false });
+        assert.ok(r.status === 200 || (r.status >= 400 && r.status < 500), `${f}=${JSON.stringify(v)} -> ${r.status}`);
+        assert.ok(r.json || (f === 'stream' && r.text.endsWith('data: [DONE]\n\n')), `${f}=${JSON.stringify(v)}: ${r.text.slice(0, 100)}`);
+      }
+    for (const f of ['messages', 'tools', 'chat_template_kwargs', 'logprobs', 'top_logprobs', 'add_generation_prompt'])
+      for (const v of values) {
+        const r = await post('/v1/chat/completions', { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, [f]: v });
+        assert.ok(r.status === 200 || (r.status >= 400 && r.status < 500), `chat ${f}=${JSON.stringify(v)} -> ${r.status}`);
+      }
+    const deep = '['.repeat(30000) + ']'.repeat(30000);
+    assert.equal((await post('/v1/completions', `{"prompt": ${deep}}`)).status, 400);
+    assert.equal((await post('/v1/completions', '\u0000\xff{')).status, 400);
+  },
+
   async 'the server still answers after all of that'() {
     const r = await post('/v1/completions', ok);
     assert.equal(r.status, 200);
