@@ -4,6 +4,8 @@
 // overhead (HTTP + JSON + SSE) relative to the engine alone.
 #include <httplib.h>
 
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "engine/async_engine.h"
 #include "models/model.h"
@@ -26,12 +29,21 @@ double since(Clock::time_point t0, Clock::time_point t) {
   return std::chrono::duration<double>(t - t0).count();
 }
 
+// CPU time of the whole process (engine, server and client threads), seconds.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
 struct Run {
   double wall_s = 0;
+  double cpu_s = 0;
   int64_t tokens = 0;
   int errors = 0;
   std::vector<double> ttft, itl;  // seconds
   double tok_per_s() const { return wall_s > 0 ? double(tokens) / wall_s : 0; }
+  double cpu_us_per_token() const { return tokens > 0 ? cpu_s * 1e6 / double(tokens) : 0; }
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -64,6 +76,7 @@ Request make_request(const Load& l, int i) {
 Run run_engine(Engine& engine, const Load& l) {
   Run run;
   auto t0 = Clock::now();
+  double cpu0 = cpu_seconds();
   for (int round = 0; round < l.rounds; ++round) {
     std::unordered_map<int64_t, Clock::time_point> last;
     auto start = Clock::now();
@@ -82,6 +95,7 @@ Run run_engine(Engine& engine, const Load& l) {
     }
   }
   run.wall_s = since(t0, Clock::now());
+  run.cpu_s = cpu_seconds() - cpu0;
   return run;
 }
 
@@ -91,6 +105,7 @@ Run run_async(AsyncEngine& async, const Load& l) {
   std::mutex mu;
   std::vector<std::thread> threads;
   auto t0 = Clock::now();
+  double cpu0 = cpu_seconds();
   for (int c = 0; c < l.clients; ++c)
     threads.emplace_back([&, c] {
       Run mine;
@@ -115,6 +130,7 @@ Run run_async(AsyncEngine& async, const Load& l) {
     });
   for (auto& t : threads) t.join();
   run.wall_s = since(t0, Clock::now());
+  run.cpu_s = cpu_seconds() - cpu0;
   return run;
 }
 
@@ -175,22 +191,18 @@ Run run_clients(const std::string& host, int port, const Load& l) {
   std::mutex mu;
   std::vector<std::thread> threads;
   auto t0 = Clock::now();
+  double cpu0 = cpu_seconds();
   for (int c = 0; c < l.clients; ++c) threads.emplace_back([&, c] { client(host, port, l, c, run, mu); });
   for (auto& t : threads) t.join();
   run.wall_s = since(t0, Clock::now());
+  run.cpu_s = cpu_seconds() - cpu0;
   return run;
 }
 
-void print_row(const char* what, const Load& l, const Run& r, double overhead_pct) {
-  std::printf("| %-6s | %5d | %6lld | %8.1f | %7.1f | %7.1f | %6.2f | %6.2f | %s | %d |\n", what, l.clients,
-              (long long)r.tokens, r.tok_per_s(), percentile(r.ttft, 0.5) * 1e3,
-              percentile(r.ttft, 0.99) * 1e3, percentile(r.itl, 0.5) * 1e3, percentile(r.itl, 0.99) * 1e3,
-              overhead_pct < -100 ? "     "
-                                  : (std::ostringstream() << (overhead_pct >= 0 ? "+" : "") << std::fixed
-                                                          << std::setprecision(1) << overhead_pct << "%")
-                                        .str()
-                                        .c_str(),
-              r.errors);
+void print_row(const char* what, const Load& l, const Run& r) {
+  std::printf("| %-6s | %7d | %6lld | %8.1f | %11.1f | %11.1f | %10.2f | %10.2f | %9.1f | %6d |\n", what, l.clients,
+              (long long)r.tokens, r.tok_per_s(), percentile(r.ttft, 0.5) * 1e3, percentile(r.ttft, 0.99) * 1e3,
+              percentile(r.itl, 0.5) * 1e3, percentile(r.itl, 0.99) * 1e3, r.cpu_us_per_token(), r.errors);
   std::fflush(stdout);
 }
 
@@ -245,17 +257,14 @@ int main(int argc, char** argv) {
 
   std::printf("model %s, prompt %d tokens, %d generated per request (temperature 0.8, EOS ignored)\n\n",
               model_dir.c_str(), prompt_len, max_tokens);
-  std::printf(
-      "| path   | streams | tokens | tok/s    | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | "
-      "overhead | errors |\n");
-  std::printf(
-      "|--------|---------|--------|----------|-------------|-------------|------------|------------|--------"
-      "--|--------|\n");
+  std::printf("| path   | streams | tokens | tok/s    | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | CPU us/tok | errors |\n");
+  std::printf("|--------|---------|--------|----------|-------------|-------------|------------|------------|-----------|--------|\n");
   // The engine alone gets its own engine on the same model; it and the server's engine thread
   // never run at the same time. Both are warmed up (first-touch of the KV cache) before timing.
   Load warm{max_c, 1, prompt_len, 4};
   if (alone) run_engine(*alone, warm);
   run_clients(host, port, warm);
+  std::vector<std::tuple<int, double, double>> overheads;
   for (int c : concurrency) {
     Load l{c, std::max(1, (min_requests + c - 1) / c), prompt_len, max_tokens};
     // The paths take turns, so that load from elsewhere on the machine hits them alike; the
@@ -273,11 +282,19 @@ int main(int argc, char** argv) {
       keep(s, run_clients(host, port, l));
     }
     if (alone) {
-      print_row("engine", l, e, -1000);
-      print_row("async", l, a, -1000);
+      print_row("engine", l, e);
+      print_row("async", l, a);
     }
-    print_row("server", l, s, alone ? (e.tok_per_s() / s.tok_per_s() - 1) * 100 : -1000);
+    print_row("server", l, s);
+    if (alone)
+      overheads.push_back({c, (std::max(e.tok_per_s(), a.tok_per_s()) / s.tok_per_s() - 1) * 100,
+                           (s.cpu_us_per_token() / a.cpu_us_per_token() - 1) * 100});
   }
+  // The server against the faster of the two engine-alone paths, and in CPU per token against
+  // the engine thread (the same work plus HTTP, JSON and SSE).
+  for (auto [c, tput, cpu] : overheads)
+    std::printf("\n%d streams: server overhead %+.1f%% in throughput, %+.1f%% in CPU per token", c, tput, cpu);
+  std::printf("\n");
   if (srv) srv->stop();
   return 0;
 }
