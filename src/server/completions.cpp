@@ -173,7 +173,7 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
   try {
     json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded()) throw ApiError(400, "the request body is not valid JSON");
-    GenerationRequest r = endpoint == Endpoint::Chat ? parse_chat_request(body, st.info.defaults)
+    GenerationRequest r = endpoint == Endpoint::Chat ? parse_chat_request(body, st.info.defaults, req.body)
                                                      : parse_completion_request(body, st.info.defaults);
     if (!r.model.empty() && r.model != st.cfg.served_model_name)
       throw ApiError(404,

@@ -171,7 +171,7 @@ void parse_common(const json& body, GenerationRequest& r) {
 
 }  // namespace
 
-GenerationRequest parse_chat_request(const json& body, const SamplingParams& defaults) {
+GenerationRequest parse_chat_request(const json& body, const SamplingParams& defaults, const std::string& raw) {
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   GenerationRequest r;
   r.endpoint = Endpoint::Chat;
@@ -189,16 +189,14 @@ GenerationRequest parse_chat_request(const json& body, const SamplingParams& def
         !m["content"].is_array())
       bad("messages", "content must be a string, an array of parts or null");
   }
-  r.chat.messages = *msgs;
-  if (const json* t = field(body, "tools")) {
-    if (!t->is_array()) bad("tools", "must be an array");
-    r.chat.tools = *t;
-  }
-  r.chat.template_kwargs = json::object();
-  if (const json* k = field(body, "chat_template_kwargs")) {
-    if (!k->is_object()) bad("chat_template_kwargs", "must be an object");
-    r.chat.template_kwargs = *k;
-  }
+  if (const json* t = field(body, "tools"); t && !t->is_array()) bad("tools", "must be an array");
+  if (const json* k = field(body, "chat_template_kwargs"); k && !k->is_object())
+    bad("chat_template_kwargs", "must be an object");
+  auto ordered = raw.empty() ? nlohmann::ordered_json::parse(body.dump()) : nlohmann::ordered_json::parse(raw);
+  r.chat.messages = ordered["messages"];
+  if (field(body, "tools")) r.chat.tools = ordered["tools"];
+  r.chat.template_kwargs = field(body, "chat_template_kwargs") ? ordered["chat_template_kwargs"]
+                                                                : nlohmann::ordered_json::object();
   r.chat.add_generation_prompt = boolean(body, "add_generation_prompt").value_or(true);
 
   bool logprobs = boolean(body, "logprobs").value_or(false);

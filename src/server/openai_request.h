@@ -40,7 +40,9 @@ struct GenerationRequest {
 };
 
 // `defaults` are the model's sampling defaults; fields the request sets override them.
-GenerationRequest parse_chat_request(const nlohmann::json& body, const SamplingParams& defaults);
+// `raw`: the body parsed again with its key order kept, for the chat template.
+GenerationRequest parse_chat_request(const nlohmann::json& body, const SamplingParams& defaults,
+                                     const std::string& raw = "");
 GenerationRequest parse_completion_request(const nlohmann::json& body, const SamplingParams& defaults);
 
 }  // namespace tessera::server

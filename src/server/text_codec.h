@@ -20,10 +20,11 @@ class TextDecoder {
   virtual std::string flush() = 0;
 };
 
+// Keys keep the order the client sent them in: templates print tools and arguments as JSON.
 struct ChatInput {
-  nlohmann::json messages;         // OpenAI messages, as sent
-  nlohmann::json tools;            // null when absent
-  nlohmann::json template_kwargs;  // chat_template_kwargs, an object
+  nlohmann::ordered_json messages;         // OpenAI messages, as sent
+  nlohmann::ordered_json tools;            // null when absent
+  nlohmann::ordered_json template_kwargs;  // chat_template_kwargs, an object
   bool add_generation_prompt = true;
 };
 

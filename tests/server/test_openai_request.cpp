@@ -76,6 +76,15 @@ TEST(OpenAiRequest, MaxCompletionTokensWinsOverMaxTokens) {
   EXPECT_TRUE(r.chat.add_generation_prompt);
 }
 
+TEST(OpenAiRequest, ChatKeepsTheClientsKeyOrderForTheTemplate) {
+  std::string raw = R"({"messages": [{"role": "user", "content": "x"}],
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {"zeta": 1, "alpha": 2}}}]})";
+  auto r = parse_chat_request(json::parse(raw), {}, raw);
+  EXPECT_EQ(r.chat.tools[0]["function"]["parameters"].dump(), R"({"zeta":1,"alpha":2})");
+  EXPECT_EQ(r.chat.messages[0].dump(), R"({"role":"user","content":"x"})");
+  EXPECT_TRUE(r.chat.template_kwargs.is_object());
+}
+
 TEST(OpenAiRequest, WrongTypesAndRangesNameTheField) {
   json ok = {{"prompt", {1, 2}}};
   auto with = [&](const char* k, json v) {
