@@ -53,6 +53,15 @@ TEST(ServerE2E, ManyConcurrentStreamsAndClientsLeavingMidStream) {
   EXPECT_EQ(srv.stop(), 0) << srv.log();
 }
 
+TEST(ServerE2E, MemoryPressurePreemptsInsteadOfFailing) {
+  REQUIRE_NODE_MODULES();
+  // 21 KV blocks of 16 tokens; 16 streams of 16 + 60 tokens need 80.
+  ServerProcess srv("-m " + fixture("llama") + " -t 1 --kv-cache-memory 256KiB --no-log-requests");
+  ASSERT_TRUE(srv.wait_healthy()) << srv.log();
+  expect_node_passes("load.js", srv.base_url() + " llama 16 0 60 expect-preemption");
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+}
+
 TEST(ServerE2E, ABurstBeyondTheQueueIsRefusedWith429) {
   REQUIRE_NODE_MODULES();
   ServerProcess srv("-m " + fixture("llama") + " -t 1 --kv-cache-memory 8MiB --max-num-seqs 2 --max-queue 2");

@@ -1,9 +1,10 @@
 // Many concurrent streaming clients, some of which leave mid-stream. Every client that stays
 // must get a complete stream; afterwards no KV block may remain in use.
-// Usage: node load.js BASE_URL MODEL CLIENTS LEAVERS MAX_TOKENS
+// Usage: node load.js BASE_URL MODEL CLIENTS LEAVERS MAX_TOKENS [expect-preemption]
 const { assert, run, idle_blocks, metric, prompt_ids } = require('./check.js');
 
-const [base, model, clients, leavers, max_tokens] = process.argv.slice(2).map((v, i) => (i < 2 ? v : Number(v)));
+const [base, model, clients, leavers, max_tokens] = process.argv.slice(2, 7).map((v, i) => (i < 2 ? v : Number(v)));
+const expect_preemption = process.argv[7] === 'expect-preemption';
 
 async function stream_one(i, leave) {
   const ctrl = new AbortController();
@@ -63,5 +64,6 @@ run({
   async 'KV blocks return to idle'() {
     assert.equal(await idle_blocks(base), 0);
     assert.equal(await metric(base, 'tessera_num_requests_running'), 0);
+    if (expect_preemption) assert.ok((await metric(base, 'tessera_preemptions_total')) > 0, 'no sequence was preempted');
   },
 });
