@@ -3,7 +3,6 @@
 // Prints throughput, TTFT and inter-token latency (p50/p99) per concurrency, and the server's
 // overhead (HTTP + JSON + SSE) relative to the engine alone.
 #include <httplib.h>
-
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -33,7 +32,8 @@ double since(Clock::time_point t0, Clock::time_point t) {
 double cpu_seconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 struct Run {
@@ -200,9 +200,10 @@ Run run_clients(const std::string& host, int port, const Load& l) {
 }
 
 void print_row(const char* what, const Load& l, const Run& r) {
-  std::printf("| %-6s | %7d | %6lld | %8.1f | %11.1f | %11.1f | %10.2f | %10.2f | %9.1f | %6d |\n", what, l.clients,
-              (long long)r.tokens, r.tok_per_s(), percentile(r.ttft, 0.5) * 1e3, percentile(r.ttft, 0.99) * 1e3,
-              percentile(r.itl, 0.5) * 1e3, percentile(r.itl, 0.99) * 1e3, r.cpu_us_per_token(), r.errors);
+  std::printf("| %-6s | %7d | %6lld | %8.1f | %11.1f | %11.1f | %10.2f | %10.2f | %9.1f | %6d |\n", what,
+              l.clients, (long long)r.tokens, r.tok_per_s(), percentile(r.ttft, 0.5) * 1e3,
+              percentile(r.ttft, 0.99) * 1e3, percentile(r.itl, 0.5) * 1e3, percentile(r.itl, 0.99) * 1e3,
+              r.cpu_us_per_token(), r.errors);
   std::fflush(stdout);
 }
 
@@ -257,8 +258,12 @@ int main(int argc, char** argv) {
 
   std::printf("model %s, prompt %d tokens, %d generated per request (temperature 0.8, EOS ignored)\n\n",
               model_dir.c_str(), prompt_len, max_tokens);
-  std::printf("| path   | streams | tokens | tok/s    | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | CPU us/tok | errors |\n");
-  std::printf("|--------|---------|--------|----------|-------------|-------------|------------|------------|-----------|--------|\n");
+  std::printf(
+      "| path   | streams | tokens | tok/s    | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | CPU "
+      "us/tok | errors |\n");
+  std::printf(
+      "|--------|---------|--------|----------|-------------|-------------|------------|------------|--------"
+      "---|--------|\n");
   // The engine alone gets its own engine on the same model; it and the server's engine thread
   // never run at the same time. Both are warmed up (first-touch of the KV cache) before timing.
   Load warm{max_c, 1, prompt_len, 4};
@@ -293,7 +298,8 @@ int main(int argc, char** argv) {
   // The server against the faster of the two engine-alone paths, and in CPU per token against
   // the engine thread (the same work plus HTTP, JSON and SSE).
   for (auto [c, tput, cpu] : overheads)
-    std::printf("\n%d streams: server overhead %+.1f%% in throughput, %+.1f%% in CPU per token", c, tput, cpu);
+    std::printf("\n%d streams: server overhead %+.1f%% in throughput, %+.1f%% in CPU per token", c, tput,
+                cpu);
   std::printf("\n");
   if (srv) srv->stop();
   return 0;

@@ -16,8 +16,10 @@ StreamEvent error_event(int index, std::string why) {
 
 }  // namespace
 
-RequestStream::RequestStream(int num_requests)
-    : size_(num_requests), cancelled_(new std::atomic<bool>[size_t(num_requests)]) {
+RequestStream::RequestStream(int num_requests, std::function<void()> on_event)
+    : size_(num_requests),
+      on_event_(std::move(on_event)),
+      cancelled_(new std::atomic<bool>[size_t(num_requests)]) {
   for (int i = 0; i < num_requests; ++i) cancelled_[size_t(i)] = false;
 }
 
@@ -43,6 +45,7 @@ void RequestStream::push(StreamEvent e) {
     events_.push_back(std::move(e));
   }
   cv_.notify_one();
+  if (on_event_) on_event_();
 }
 
 AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {
@@ -54,8 +57,9 @@ AsyncEngine::~AsyncEngine() {
   stop();
 }
 
-std::shared_ptr<RequestStream> AsyncEngine::submit(std::vector<Request> reqs) {
-  auto stream = std::make_shared<RequestStream>(int(reqs.size()));
+std::shared_ptr<RequestStream> AsyncEngine::submit(std::vector<Request> reqs,
+                                                   std::function<void()> on_event) {
+  auto stream = std::make_shared<RequestStream>(int(reqs.size()), std::move(on_event));
   {
     std::lock_guard lk(mu_);
     if (stopping_) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,7 +32,9 @@ struct StreamEvent {
 // engine thread pushes; the client's thread waits and drains.
 class RequestStream {
  public:
-  explicit RequestStream(int num_requests);
+  // on_event: called by the engine thread after queueing events (for a reader that serves many
+  // streams from one thread); the stream's own wait() works either way.
+  explicit RequestStream(int num_requests, std::function<void()> on_event = {});
   int size() const { return size_; }
   // Events queued so far, waiting up to `timeout` for the first one.
   std::vector<StreamEvent> wait(std::chrono::milliseconds timeout);
@@ -44,6 +47,7 @@ class RequestStream {
   void push(StreamEvent e);
 
   int size_;
+  std::function<void()> on_event_;
   std::unique_ptr<std::atomic<bool>[]> cancelled_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -71,7 +75,7 @@ class AsyncEngine {
   AsyncEngine& operator=(const AsyncEngine&) = delete;
 
   // Queues the requests as one stream; their tokens arrive in order per index.
-  std::shared_ptr<RequestStream> submit(std::vector<Request> reqs);
+  std::shared_ptr<RequestStream> submit(std::vector<Request> reqs, std::function<void()> on_event = {});
   // Sequences submitted and not finished yet (queued, waiting or running).
   int in_flight() const { return in_flight_.load(); }
   AsyncEngineStats stats() const;

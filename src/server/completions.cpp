@@ -8,6 +8,7 @@
 #include "server/generation.h"
 #include "server/openai_response.h"
 #include "server/server_state.h"
+#include "server/stream_writer.h"
 
 namespace tessera::server {
 namespace {
@@ -128,30 +129,21 @@ struct StreamState {
   bool finished = false;
 };
 
-// Called by httplib until sink.done(); each call waits briefly for tokens and writes them.
-// A failed write means the client is gone: returning false drops the Generation, which
-// cancels its sequences.
-bool stream_some(StreamState& s, httplib::DataSink& sink) {
+// Run by the StreamWriter's thread whenever events may be ready: writes them without waiting.
+// A failed write means the client is gone; the response is then dropped, and with it the
+// Generation, which cancels its sequences.
+StreamWriter::Pump stream_some(StreamState& s, httplib::DataSink& sink) {
+  using Pump = StreamWriter::Pump;
   auto write = [&](const std::string& data) { return sink.write(data.data(), data.size()); };
-  if (s.gen->done()) {
-    Usage u = s.gen->usage();
-    s.st->metrics.add_tokens(u.prompt_tokens, u.cached_tokens, u.completion_tokens);
-    if (s.include_usage && !write(sse_event(usage_chunk(s.ctx, u)))) return false;
-    if (!write("data: [DONE]\n\n")) return false;
-    s.finished = true;
-    log_request(*s.st, s.ctx, *s.gen, s.t0);
-    sink.done();
-    return true;
-  }
   std::vector<ChoiceDelta> deltas;
   try {
-    deltas = s.gen->next(kPoll);
+    deltas = s.gen->next(std::chrono::milliseconds(0));
   } catch (const ApiError& e) {
     write(sse_event(e.to_json()));
     write("data: [DONE]\n\n");
     s.finished = true;
     sink.done();
-    return true;
+    return Pump::Finished;
   }
   for (const ChoiceDelta& d : deltas) {
     // Nothing the client asked to see (text held back for a stop string, ids not requested).
@@ -160,9 +152,17 @@ bool stream_some(StreamState& s, httplib::DataSink& sink) {
     if (!visible) continue;
     bool first = !s.started[size_t(d.index)];
     s.started[size_t(d.index)] = true;
-    if (!write(sse_event(stream_chunk(s.ctx, d, first)))) return false;
+    if (!write(sse_event(stream_chunk(s.ctx, d, first)))) return Pump::Gone;
   }
-  return true;
+  if (!s.gen->done()) return Pump::More;
+  Usage u = s.gen->usage();
+  s.st->metrics.add_tokens(u.prompt_tokens, u.cached_tokens, u.completion_tokens);
+  if (s.include_usage && !write(sse_event(usage_chunk(s.ctx, u)))) return Pump::Gone;
+  if (!write("data: [DONE]\n\n")) return Pump::Gone;
+  s.finished = true;
+  log_request(*s.st, s.ctx, *s.gen, s.t0);
+  sink.done();
+  return Pump::Finished;
 }
 
 }  // namespace
@@ -186,8 +186,11 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
     std::vector<ChoiceSpec> choices = build_choices(st, r, prompts);
     int capacity = st.info.max_num_seqs + st.cfg.max_queue;
     if (int(choices.size()) > capacity)
-      throw ApiError(400, std::to_string(choices.size()) + " sequences (prompts x n) exceed what the server admits at once (" +
-                              std::to_string(capacity) + ")", "n");
+      throw ApiError(400,
+                     std::to_string(choices.size()) +
+                         " sequences (prompts x n) exceed what the server admits at once (" +
+                         std::to_string(capacity) + ")",
+                     "n");
     if (st.engine->in_flight() + int(choices.size()) > capacity)
       throw ApiError(429, "the server is busy (" + std::to_string(st.engine->in_flight()) +
                               " sequences running or waiting); retry later");
@@ -204,7 +207,10 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
     ctx.return_token_ids = r.return_token_ids;
     if (r.return_token_ids) ctx.prompt_ids = prompts;
 
-    auto gen = std::make_unique<Generation>(*st.engine, st.codec, std::move(choices), r.stop, st.metrics, t0);
+    std::function<void()> on_event;
+    if (r.stream) on_event = [w = st.writer.get()] { w->wake(); };
+    auto gen = std::make_unique<Generation>(*st.engine, st.codec, std::move(choices), r.stop, st.metrics, t0,
+                                            std::move(on_event));
     if (!r.stream) {
       respond_whole(st, ctx, *gen, res, t0);
       return;
@@ -219,7 +225,10 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
     st.metrics.count_request(200);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
-        "text/event-stream", [s](size_t, httplib::DataSink& sink) { return stream_some(*s, sink); },
+        "text/event-stream",
+        [s](size_t, httplib::DataSink& sink) {
+          return s->st->writer->serve([s](httplib::DataSink& k) { return stream_some(*s, k); }, sink);
+        },
         [s](bool) {
           if (!s->finished) {
             Usage u = s->gen->usage();

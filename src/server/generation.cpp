@@ -15,7 +15,8 @@ void ChoiceDelta::append(const ChoiceDelta& d) {
 }
 
 Generation::Generation(AsyncEngine& engine, const TextCodec* codec, std::vector<ChoiceSpec> specs,
-                       std::vector<std::string> stop, Metrics& metrics, Clock::time_point arrival)
+                       std::vector<std::string> stop, Metrics& metrics, Clock::time_point arrival,
+                       std::function<void()> on_event)
     : engine_(engine), codec_(codec), metrics_(metrics), arrival_(arrival) {
   std::vector<Request> reqs;
   for (auto& s : specs) {
@@ -26,7 +27,7 @@ Generation::Generation(AsyncEngine& engine, const TextCodec* codec, std::vector<
     if (codec) c.decoder = codec->decoder();
     reqs.push_back(std::move(s.request));
   }
-  stream_ = engine_.submit(std::move(reqs));
+  stream_ = engine_.submit(std::move(reqs), std::move(on_event));
 }
 
 Generation::~Generation() {

@@ -50,8 +50,10 @@ struct ChoiceSpec {
 class Generation {
  public:
   using Clock = std::chrono::steady_clock;
+  // on_event: see RequestStream (a StreamWriter's wake-up).
   Generation(AsyncEngine& engine, const TextCodec* codec, std::vector<ChoiceSpec> choices,
-             std::vector<std::string> stop, Metrics& metrics, Clock::time_point arrival);
+             std::vector<std::string> stop, Metrics& metrics, Clock::time_point arrival,
+             std::function<void()> on_event = {});
   ~Generation();  // cancels whatever still runs (the client left)
   Generation(const Generation&) = delete;
   Generation& operator=(const Generation&) = delete;

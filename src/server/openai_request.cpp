@@ -171,7 +171,8 @@ void parse_common(const json& body, GenerationRequest& r) {
 
 }  // namespace
 
-GenerationRequest parse_chat_request(const json& body, const SamplingParams& defaults, const std::string& raw) {
+GenerationRequest parse_chat_request(const json& body, const SamplingParams& defaults,
+                                     const std::string& raw) {
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   GenerationRequest r;
   r.endpoint = Endpoint::Chat;
@@ -192,11 +193,12 @@ GenerationRequest parse_chat_request(const json& body, const SamplingParams& def
   if (const json* t = field(body, "tools"); t && !t->is_array()) bad("tools", "must be an array");
   if (const json* k = field(body, "chat_template_kwargs"); k && !k->is_object())
     bad("chat_template_kwargs", "must be an object");
-  auto ordered = raw.empty() ? nlohmann::ordered_json::parse(body.dump()) : nlohmann::ordered_json::parse(raw);
+  auto ordered =
+      raw.empty() ? nlohmann::ordered_json::parse(body.dump()) : nlohmann::ordered_json::parse(raw);
   r.chat.messages = ordered["messages"];
   if (field(body, "tools")) r.chat.tools = ordered["tools"];
   r.chat.template_kwargs = field(body, "chat_template_kwargs") ? ordered["chat_template_kwargs"]
-                                                                : nlohmann::ordered_json::object();
+                                                               : nlohmann::ordered_json::object();
   r.chat.add_generation_prompt = boolean(body, "add_generation_prompt").value_or(true);
 
   bool logprobs = boolean(body, "logprobs").value_or(false);

@@ -125,6 +125,7 @@ int Server::start() {
   TESSERA_CHECK(port > 0, "cannot listen on " + st.cfg.host + ":" + std::to_string(st.cfg.port) +
                               " (address in use or not available)");
   http->raise_backlog(1024);
+  st.writer = std::make_unique<StreamWriter>();
   st.http = std::move(http);
   st.thread = std::thread([&st] { st.http->listen_after_bind(); });
   return port;
@@ -132,6 +133,7 @@ int Server::start() {
 
 void Server::stop() {
   State& st = *state_;
+  if (st.writer) st.writer->stop();  // releases the connections blocked in streaming responses
   if (st.http) st.http->stop();
   if (st.thread.joinable()) st.thread.join();
 }

@@ -8,6 +8,7 @@
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/server.h"
+#include "server/stream_writer.h"
 
 namespace tessera::server {
 
@@ -19,6 +20,7 @@ struct Server::State {
   const TextCodec* codec = nullptr;
   ModelInfo info;
   std::atomic<int64_t> next_id{1};
+  std::unique_ptr<StreamWriter> writer;  // writes every streaming response
   std::unique_ptr<httplib::Server> http;
   std::thread thread;
 };
