@@ -48,6 +48,13 @@ const Tokenizer& LoadedRuntime::require_tokenizer() const {
   return *tokenizer;
 }
 
+std::vector<int32_t> LoadedRuntime::encode_prompt(const std::string& text) const {
+  std::vector<int32_t> ids = encode_text(text, true);
+  const Tokenizer& tok = *tokenizer;
+  if (tok.add_bos() && tok.bos_id() >= 0 && (ids.empty() || ids[0] != tok.bos_id())) ids.insert(ids.begin(), tok.bos_id());
+  return ids;
+}
+
 std::vector<int32_t> LoadedRuntime::encode_text(const std::string& text, bool add_special_tokens) const {
   return require_tokenizer().encode(text, add_special_tokens);
 }

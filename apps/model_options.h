@@ -40,8 +40,9 @@ struct LoadedRuntime {
 
   // The tokenizer, or an error telling the user that this model directory has none.
   const Tokenizer& require_tokenizer() const;
-  // A plain-text prompt as the model sees it: with the tokenizer's special tokens (e.g. BOS).
-  std::vector<int32_t> encode_prompt(const std::string& text) const { return encode_text(text, true); }
+  // A plain-text prompt as transformers feeds it: the post-processor's special tokens, and a BOS
+  // when tokenizer_config.json asks for one that the post-processor does not add.
+  std::vector<int32_t> encode_prompt(const std::string& text) const;
   std::vector<int32_t> encode_text(const std::string& text, bool add_special_tokens) const;
 };
 LoadedRuntime load_runtime(const ModelOptions& o);

@@ -59,18 +59,14 @@ void AddedVocab::build(std::vector<AddedToken> tokens, const Normalizer* norm) {
   raw_ = Trie{};
   normalized_ = Trie{};
   for (size_t i = 0; i < tokens_.size(); ++i) {
-    const auto& t = tokens_[i];
+    auto& t = tokens_[i];
+    t.text = t.content;
+    if (t.normalized && norm) norm->normalize(t.text);
     by_id_[t.id] = i;
     by_content_.emplace(t.content, i);
-    if (t.normalized && norm) {
-      std::string key = t.content;
-      norm->normalize(key);
-      normalized_.add(key, int32_t(i));
-    } else if (t.normalized) {
-      normalized_.add(t.content, int32_t(i));
-    } else {
-      raw_.add(t.content, int32_t(i));
-    }
+    by_content_.emplace(t.text, i);
+    if (t.normalized) normalized_.add(t.text, int32_t(i));
+    else raw_.add(t.content, int32_t(i));
   }
 }
 
@@ -126,10 +122,11 @@ void AddedVocab::split(std::string_view text, bool normalized_set, bool parse_sp
       const AddedToken& t = tokens_[ti];
       if (t.special && !parse_special) continue;
       if (t.single_word) {
-        bool start_ok = start == 0 || !is_alphanumeric(last_char(text.substr(0, start)));
+        // Word chars as the reference's \w regexes see them.
+        bool start_ok = start == 0 || !is_word_char(last_char(text.substr(0, start)));
         char32_t next = 0;
         if (stop < text.size()) utf8_decode(text, stop, next);
-        bool stop_ok = stop == text.size() || !is_alphanumeric(next);
+        bool stop_ok = stop == text.size() || !is_word_char(next);
         if (!start_ok || !stop_ok) continue;
       }
       if (t.lstrip) start = std::max(trim_end_len(text.substr(0, start)), start_offset);

@@ -13,6 +13,9 @@ namespace tessera::tok {
 
 struct AddedToken {
   std::string content;
+  // The token's string for id_to_token and decode: the content, normalized when the token is
+  // matched after normalization (the reference stores that form).
+  std::string text;
   int32_t id = -1;
   bool special = false, lstrip = false, rstrip = false, single_word = false, normalized = false;
 };

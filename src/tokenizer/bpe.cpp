@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <deque>
 #include <future>
 #include <thread>
@@ -19,13 +20,15 @@ namespace tessera::tok {
 namespace {
 
 // Per-thread cache of encoded words, one per model instance: lock-free for concurrent encodes.
+// Direct-mapped; an entry is one cache line holding the word and its ids.
 struct WordCache {
-  static constexpr size_t kSlots = 1 << 15;
-  static constexpr size_t kMaxWord = 64;  // longer words are rare and cheap to miss
-  struct Entry {
-    uint64_t hash = 0;
-    std::string key;
-    std::vector<int32_t> ids;
+  static constexpr size_t kSlots = 1 << 14;
+  static constexpr size_t kMaxWord = 22, kMaxIds = 8;
+  struct alignas(64) Entry {
+    uint64_t hash = 0;  // 0: empty
+    uint8_t len = 0, n_ids = 0;
+    char key[kMaxWord];
+    int32_t ids[kMaxIds];
   };
   std::vector<Entry> slots{kSlots};
 };
@@ -64,6 +67,7 @@ void parallel_ranges(size_t n, F&& f) {
 
 std::vector<MergeText> parse_merges(JsonScanner& js, std::deque<std::string>& owned) {
   std::vector<MergeText> out;
+  out.reserve(js.remaining() / 16);  // a merge takes 10+ bytes of JSON; untouched capacity stays virtual
   std::string buf;
   auto str = [&]() -> std::string_view {
     std::string_view v = js.string(buf);
@@ -107,8 +111,9 @@ void BpeModel::build(BpeOptions opt, const std::vector<MergeText>& merges, const
   bool has_metaspace = false;
   for (size_t id = 0; id < tokens_.size(); ++id) {
     std::string_view t = id_to_token(int32_t(id));
+    if (t.find("\xE2\x96\x81") == std::string_view::npos || utf8_valid_prefix(t) != t.size()) continue;
     char32_t prev = 0, cp;
-    for (size_t i = 0; i < t.size() && utf8_valid_prefix(t) == t.size();) {
+    for (size_t i = 0; i < t.size();) {
       i += utf8_decode(t, i, cp);
       if (cp == kMetaspace) {
         has_metaspace = true;
@@ -324,13 +329,12 @@ void BpeModel::encode_piece(std::string_view word, bool byte_level, std::vector<
   if (word.size() <= WordCache::kMaxWord) {
     h = hash_bytes(word) | 1;
     slot = &cache_for(instance_).slots[h & (WordCache::kSlots - 1)];
-    if (slot->hash == h && slot->key == word) {
-      out.insert(out.end(), slot->ids.begin(), slot->ids.end());
+    if (slot->hash == h && slot->len == word.size() && std::memcmp(slot->key, word.data(), word.size()) == 0) {
+      out.insert(out.end(), slot->ids, slot->ids + slot->n_ids);
       return;
     }
   }
-  thread_local std::vector<int32_t> syms;
-  syms.clear();
+  const size_t first = out.size();
   int32_t whole = -1;
   if (opt_.ignore_merges) {
     if (byte_level) {
@@ -344,16 +348,21 @@ void BpeModel::encode_piece(std::string_view word, bool byte_level, std::vector<
     }
   }
   if (whole >= 0) {
-    syms.push_back(whole);
+    out.push_back(whole);
   } else {
+    thread_local std::vector<int32_t> syms;
+    syms.clear();
     initial_symbols(word, byte_level, syms);
     merge(syms);
+    out.insert(out.end(), syms.begin(), syms.end());
   }
-  out.insert(out.end(), syms.begin(), syms.end());
-  if (slot) {
+  size_t n = out.size() - first;
+  if (slot && n <= WordCache::kMaxIds) {
     slot->hash = h;
-    slot->key.assign(word);
-    slot->ids.assign(syms.begin(), syms.end());
+    slot->len = uint8_t(word.size());
+    std::memcpy(slot->key, word.data(), word.size());
+    slot->n_ids = uint8_t(n);
+    std::copy(out.begin() + std::ptrdiff_t(first), out.end(), slot->ids);
   }
 }
 

@@ -1,6 +1,8 @@
 // A minimal forward-only JSON reader for the large parts of tokenizer.json (vocab, merges),
 // several times faster than building a DOM; small sections are handed to nlohmann::json.
 #pragma once
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -11,6 +13,13 @@ class JsonScanner {
   JsonScanner(std::string_view text, std::string where) : s_(text), where_(std::move(where)) {}
 
   void skip_ws() {
+    // Pretty-printed files indent every merge: skip runs of spaces 8 bytes at a time.
+    while (i_ + 8 <= s_.size()) {
+      uint64_t w;
+      std::memcpy(&w, s_.data() + i_, 8);
+      if (w != 0x2020202020202020ull) break;
+      i_ += 8;
+    }
     while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\r' || s_[i_] == '\t')) ++i_;
   }
   char peek() {
@@ -78,6 +87,7 @@ class JsonScanner {
     expect(']');
   }
   [[noreturn]] void fail(const std::string& what);
+  size_t remaining() const { return s_.size() - i_; }
 
  private:
   std::string_view escaped_string(size_t start, std::string& buf);

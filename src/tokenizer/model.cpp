@@ -15,6 +15,7 @@ namespace tessera::tok {
 void Model::load_vocab(std::string_view vocab_json, const std::string& where) {
   JsonScanner js(vocab_json, where);
   std::vector<std::pair<std::string_view, int32_t>> entries;
+  entries.reserve(vocab_json.size() / 12);
   std::deque<std::string> unescaped;  // keys that held escapes; views into the JSON otherwise
   std::string buf;
   int32_t max_id = -1;

@@ -78,7 +78,7 @@ class Strip : public Normalizer {
   bool left_, right_;
 };
 
-// Drops combining marks (category Mn), as after NFD.
+// Drops combining marks (categories Mn, Mc, Me), as after NFD.
 class StripAccents : public Normalizer {
  public:
   void normalize(std::string& text) const override {
@@ -86,7 +86,8 @@ class StripAccents : public Normalizer {
     char32_t cp;
     for (size_t i = 0; i < text.size();) {
       int n = utf8_decode(text, i, cp);
-      if (utf8proc_category(int32_t(cp)) != UTF8PROC_CATEGORY_MN) out.append(text, i, n);
+      auto cat = utf8proc_category(int32_t(cp));
+      if (cat != UTF8PROC_CATEGORY_MN && cat != UTF8PROC_CATEGORY_MC && cat != UTF8PROC_CATEGORY_ME) out.append(text, i, n);
       i += n;
     }
     text = std::move(out);

@@ -29,9 +29,12 @@ std::string StreamDecoder::push(int32_t id) {
 
 std::string StreamDecoder::flush() {
   std::string text = tok_.decode(ids_, skip_special_);
-  std::string rest;
-  if (text.size() > prefix_text_.size() && text.compare(0, prefix_text_.size(), prefix_text_) == 0)
-    rest = text.substr(prefix_text_.size());
+  // Normally the window's text extends what was emitted; should a decoder rewrite earlier text,
+  // give what follows the part the two share.
+  size_t common = 0;
+  while (common < text.size() && common < prefix_text_.size() && text[common] == prefix_text_[common]) ++common;
+  while (common > 0 && common < text.size() && (static_cast<unsigned char>(text[common]) & 0xC0) == 0x80) --common;
+  std::string rest = text.substr(common);
   ids_.clear();
   prefix_len_ = 0;
   prefix_text_.clear();

@@ -1,10 +1,13 @@
 #include "tokenizer/tokenizer.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <fstream>
 #include <future>
 #include <map>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -59,16 +62,38 @@ void TokenizerImpl::encode_normalized(std::string_view text, bool at_start, bool
 
 namespace {
 
-std::string read_whole(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error("cannot open " + p.string());
-  in.seekg(0, std::ios::end);
-  std::string s(size_t(in.tellg()), '\0');
-  in.seekg(0);
-  in.read(s.data(), std::streamsize(s.size()));
-  if (!in) throw Error("cannot read " + p.string());
-  return s;
-}
+// tokenizer.json mapped read-only: no copy of a file that can be tens of MB.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::filesystem::path& p) {
+    int fd = ::open(p.c_str(), O_RDONLY);
+    if (fd < 0) throw Error("cannot open " + p.string());
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      throw Error("cannot stat " + p.string());
+    }
+    size_ = size_t(st.st_size);
+    if (size_ > 0) {
+      data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      if (data_ == MAP_FAILED) {
+        ::close(fd);
+        throw Error("cannot map " + p.string());
+      }
+    }
+    ::close(fd);
+  }
+  ~MappedFile() {
+    if (size_ > 0) ::munmap(data_, size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  std::string_view text() const { return {static_cast<const char*>(data_), size_}; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
 
 std::vector<tok::AddedToken> parse_added(const nlohmann::json& list, const std::string& where) {
   std::vector<tok::AddedToken> out;
@@ -99,7 +124,8 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   else dir = path.parent_path();
   if (!std::filesystem::exists(file)) throw Error("tokenizer not found: " + file.string());
   const std::string where = file.string();
-  const std::string text = read_whole(file);
+  const MappedFile mapped(file);
+  const std::string_view text = mapped.text();
 
   std::map<std::string, std::string_view> raw;
   std::unique_ptr<tok::Model> model;
@@ -203,7 +229,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
   for (int32_t id : ids) {
     if (const auto* a = im.added.by_id(id)) {
       if (skip_special && a->special) continue;
-      tokens.push_back(a->content);
+      tokens.push_back(a->text);
     } else if (im.model->has_id(id)) {
       std::string_view t = im.model->id_to_token(id);
       if (skip_special) {
@@ -227,7 +253,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
 }
 
 std::string Tokenizer::id_to_token(int32_t id) const {
-  if (const auto* a = impl_->added.by_id(id)) return a->content;
+  if (const auto* a = impl_->added.by_id(id)) return a->text;
   return std::string(impl_->model->id_to_token(id));
 }
 

@@ -9,7 +9,9 @@
 //
 // Invalid UTF-8: encode() first replaces each maximal invalid byte sequence of its input
 // with U+FFFD (as Rust's String::from_utf8_lossy does, the reference's own entry point
-// for bytes), then encodes. decode() does the same with bytes that do not form UTF-8.
+// for bytes), then encodes; it never fails on text. decode() always returns valid UTF-8:
+// bytes that do not form characters become U+FFFD the way the tokenizer's decoder says
+// (from_utf8_lossy for byte-level decoders, one U+FFFD per byte for byte-fallback runs).
 #pragma once
 #include <cstdint>
 #include <filesystem>

@@ -90,17 +90,23 @@ bool is_numeric(char32_t c) {
   return cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL || cat == UTF8PROC_CATEGORY_NO;
 }
 
-bool is_alphanumeric(char32_t c) {
-  auto cat = utf8proc_category(int32_t(c));
-  return (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) || cat == UTF8PROC_CATEGORY_ND ||
-         cat == UTF8PROC_CATEGORY_NL || cat == UTF8PROC_CATEGORY_NO;
-}
-
 bool is_punctuation(char32_t c) {
   if (c < 0x80) return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
                        (c >= 0x7B && c <= 0x7E);
   auto cat = utf8proc_category(int32_t(c));
   return cat >= UTF8PROC_CATEGORY_PC && cat <= UTF8PROC_CATEGORY_PO;
+}
+
+bool is_word_char(char32_t c) {
+  if (c == 0x200C || c == 0x200D) return true;
+  // Symbols with the Alphabetic property: circled, parenthesized and squared Latin letters.
+  if ((c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) || (c >= 0x1F150 && c <= 0x1F169) ||
+      (c >= 0x1F170 && c <= 0x1F189))
+    return true;
+  auto cat = utf8proc_category(int32_t(c));
+  return (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) || cat == UTF8PROC_CATEGORY_MN ||
+         cat == UTF8PROC_CATEGORY_MC || cat == UTF8PROC_CATEGORY_ME || cat == UTF8PROC_CATEGORY_ND ||
+         cat == UTF8PROC_CATEGORY_NL || cat == UTF8PROC_CATEGORY_PC;
 }
 
 const ByteLevelAlphabet& ByteLevelAlphabet::get() {

@@ -33,8 +33,8 @@ std::string utf8_lossy(std::string_view s);
 // Unicode classes with Rust's char:: semantics, which the reference uses.
 bool is_whitespace(char32_t cp);    // char::is_whitespace (White_Space property)
 bool is_numeric(char32_t cp);       // char::is_numeric (Nd, Nl, No)
-bool is_alphanumeric(char32_t cp);  // char::is_alphanumeric
 bool is_punctuation(char32_t cp);   // ASCII punctuation or a Unicode P* category
+bool is_word_char(char32_t cp);     // Rust regex's \w: alphabetic, marks, Nd, Pc, joiners
 
 // GPT-2's byte-level alphabet: every byte maps to a printable code point.
 struct ByteLevelAlphabet {

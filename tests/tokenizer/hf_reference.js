@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Reference for the tokenizer tests: runs Hugging Face tokenizers (npm `tokenizers`, the Rust
 // library) on a tokenizer.json. Reads one JSON string per line on stdin and prints, per line,
-// {"ids", "ids_special", "decoded", "decoded_skip"} as JSON.
+// {"ids", "ids_special", "decoded", "decoded_special", "decoded_skip"} as JSON.
 // Usage: node hf_reference.js TOKENIZER_JSON [--plain-special]
 //   --plain-special: special added tokens are not matched in the text (encoded as plain text).
 'use strict';
@@ -42,6 +42,7 @@ if (flag === '--plain-special') {
     out.push(JSON.stringify({
       ids, ids_special: idsSpecial,
       decoded: await tk.decode(ids, false),
+      decoded_special: await tk.decode(idsSpecial, false),
       decoded_skip: await tk.decode(idsSpecial, true),
     }));
   }

@@ -48,6 +48,8 @@ struct VocabCase {
   std::string vocab, model;
 };
 
+void PrintTo(const VocabCase& c, std::ostream* os) { *os << c.vocab << " on " << c.model; }
+
 class VocabTests : public ::testing::TestWithParam<VocabCase> {};
 
 TEST_P(VocabTests, MatchLlamaCppVectors) {
