@@ -152,7 +152,10 @@ int run(int argc, char** argv) {
   info.defaults = default_sampling(rt.loaded.config);
   int num_blocks = engine->blocks().num_blocks();
   std::unique_ptr<server::TextCodec> codec =
-      rt.tokenizer ? server::make_model_codec(*rt.tokenizer, mo.model_dir) : nullptr;
+      rt.tokenizer
+          ? server::make_model_codec(*rt.tokenizer, mo.model_dir,
+                                     [&rt](const std::string& text) { return rt.encode_prompt(text); })
+          : nullptr;
   if (!codec) std::fprintf(stderr, "no tokenizer.json: prompts must be token ids\n");
   AsyncEngine async(std::move(engine));
   srv.set_model(async, codec.get(), info);

@@ -17,10 +17,12 @@ class Decoder : public TextDecoder {
 
 class ModelCodec : public TextCodec {
  public:
-  explicit ModelCodec(const Tokenizer& tok) : tok_(tok) {}
+  using PromptEncoder = std::function<std::vector<int32_t>(const std::string&)>;
+  ModelCodec(const Tokenizer& tok, PromptEncoder encode_prompt)
+      : tok_(tok), encode_prompt_(std::move(encode_prompt)) {}
 
   std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const override {
-    return tok_.encode(text, add_special_tokens);
+    return add_special_tokens ? encode_prompt_(text) : tok_.encode(text, false);
   }
   std::unique_ptr<TextDecoder> decoder() const override { return std::make_unique<Decoder>(tok_); }
   std::string token_text(int32_t id) const override { return tok_.decode(std::span<const int32_t>(&id, 1)); }
@@ -30,12 +32,15 @@ class ModelCodec : public TextCodec {
 
  private:
   const Tokenizer& tok_;
+  PromptEncoder encode_prompt_;
 };
 
 }  // namespace
 
-std::unique_ptr<TextCodec> make_model_codec(const Tokenizer& tok, const std::filesystem::path&) {
-  return std::make_unique<ModelCodec>(tok);
+std::unique_ptr<TextCodec> make_model_codec(
+    const Tokenizer& tok, const std::filesystem::path&,
+    std::function<std::vector<int32_t>(const std::string&)> encode_prompt) {
+  return std::make_unique<ModelCodec>(tok, std::move(encode_prompt));
 }
 
 }  // namespace tessera::server

@@ -1,6 +1,7 @@
 // The TextCodec of a model directory: its tokenizer.json, and its chat template.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include "server/text_codec.h"
@@ -8,7 +9,10 @@
 
 namespace tessera::server {
 
-// `tok` must outlive the codec.
-std::unique_ptr<TextCodec> make_model_codec(const Tokenizer& tok, const std::filesystem::path& model_dir);
+// `tok` must outlive the codec. encode_prompt: a plain-text prompt with the model's special
+// tokens, as the other commands encode it (encode(text, true) calls it).
+std::unique_ptr<TextCodec> make_model_codec(
+    const Tokenizer& tok, const std::filesystem::path& model_dir,
+    std::function<std::vector<int32_t>(const std::string&)> encode_prompt);
 
 }  // namespace tessera::server
