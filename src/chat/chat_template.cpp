@@ -1,0 +1,164 @@
+#include "chat/chat_template.h"
+
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+#include "chat/parser.h"
+#include "core/error.h"
+
+namespace tessera {
+namespace {
+
+// Parsed templates by source text, shared while any ChatTemplate holds them (transformers keeps
+// an lru_cache of compiled templates for the same reason: a model's template is parsed once).
+std::shared_ptr<const chat::Program> parse_cached(const std::string& source) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::weak_ptr<const chat::Program>> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(source); it != cache.end())
+      if (auto p = it->second.lock()) return p;
+  }
+  auto program = chat::parse(source);
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto it = cache.begin(); it != cache.end();) it = it->second.expired() ? cache.erase(it) : std::next(it);
+  cache[source] = program;
+  return program;
+}
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw Error("cannot read " + p.string());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+nlohmann::ordered_json read_json(const std::filesystem::path& p) {
+  try {
+    return nlohmann::ordered_json::parse(read_text(p));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(p.string() + ": invalid JSON: " + e.what());
+  }
+}
+
+}  // namespace
+
+ChatTemplate ChatTemplate::from_string(const std::string& source) {
+  ChatTemplate t;
+  t.templates_.push_back({"default", parse_cached(source)});
+  return t;
+}
+
+ChatTemplate ChatTemplate::from_file(const std::filesystem::path& file) {
+  std::string source = read_text(file);
+  try {
+    return from_string(source);
+  } catch (const chat::TemplateError& e) {
+    throw chat::TemplateError(e.type(), file.string() + ": " + e.message(), e.line(), e.column());
+  }
+}
+
+ChatTemplate ChatTemplate::from_model_dir(const std::filesystem::path& dir, const std::filesystem::path& override_file) {
+  ChatTemplate t;
+  auto config_path = dir / "tokenizer_config.json";
+  nlohmann::ordered_json config = nlohmann::ordered_json::object();
+  if (std::filesystem::exists(config_path)) config = read_json(config_path);
+  if (!config.is_object()) throw Error(config_path.string() + ": expected a JSON object");
+
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token"}) {
+    if (!config.contains(key)) continue;
+    const auto& v = config[key];
+    if (v.is_string())
+      t.defaults_[key] = v;
+    else if (v.is_object() && v.contains("content") && v["content"].is_string())
+      t.defaults_[key] = v["content"];
+  }
+
+  auto add = [&](std::string name, const std::string& source, const std::filesystem::path& from) {
+    try {
+      t.templates_.push_back({std::move(name), parse_cached(source)});
+    } catch (const chat::TemplateError& e) {
+      throw chat::TemplateError(e.type(), from.string() + ": " + e.message(), e.line(), e.column());
+    }
+  };
+  auto jinja = dir / "chat_template.jinja";
+  auto json = dir / "chat_template.json";
+  if (!override_file.empty()) {
+    add("default", read_text(override_file), override_file);
+  } else if (std::filesystem::exists(jinja)) {
+    add("default", read_text(jinja), jinja);
+  } else if (std::filesystem::exists(json)) {
+    auto j = read_json(json);
+    if (!j.is_object() || !j.contains("chat_template") || !j["chat_template"].is_string())
+      throw Error(json.string() + ": expected {\"chat_template\": \"...\"}");
+    add("default", j["chat_template"].get<std::string>(), json);
+  } else if (config.contains("chat_template")) {
+    const auto& ct = config["chat_template"];
+    if (ct.is_string()) {
+      add("default", ct.get<std::string>(), config_path);
+    } else if (ct.is_array()) {
+      for (const auto& item : ct) {
+        if (!item.is_object() || !item.contains("name") || !item.contains("template") || !item["name"].is_string() ||
+            !item["template"].is_string())
+          throw Error(config_path.string() + ": chat_template list entries need string \"name\" and \"template\"");
+        add(item["name"].get<std::string>(), item["template"].get<std::string>(), config_path);
+      }
+    } else {
+      throw Error(config_path.string() + ": chat_template must be a string or a list of named templates");
+    }
+  }
+  if (t.templates_.empty())
+    throw Error("no chat template in " + dir.string() +
+                " (looked for chat_template.jinja, chat_template.json and tokenizer_config.json \"chat_template\")");
+  return t;
+}
+
+const ChatTemplate::Named& ChatTemplate::select(const nlohmann::ordered_json& context) const {
+  if (templates_.size() == 1) return templates_[0];
+  auto find = [&](std::string_view name) -> const Named* {
+    for (auto& n : templates_)
+      if (n.name == name) return &n;
+    return nullptr;
+  };
+  bool has_tools = context.is_object() && context.contains("tools") && !context["tools"].is_null();
+  if (has_tools)
+    if (auto* n = find("tool_use")) return *n;
+  if (auto* n = find("default")) return *n;
+  throw Error("the model has several chat templates and none is named \"default\"");
+}
+
+std::string ChatTemplate::render(const nlohmann::ordered_json& context, const chat::RenderOptions& opts) const {
+  if (!context.is_object()) throw Error("chat template context must be a JSON object");
+  const Named& t = select(context);
+  chat::Value vars = chat::Value::new_dict();
+  auto& d = *vars.dict;
+  // transformers passes these explicitly, so templates always see them defined.
+  d.set(chat::Value::string("tools"), chat::Value::none());
+  d.set(chat::Value::string("documents"), chat::Value::none());
+  d.set(chat::Value::string("add_generation_prompt"), chat::Value::boolean(false));
+  for (auto& [k, v] : defaults_.items()) d.set(chat::Value::string(k), chat::from_json(v));
+  for (auto& [k, v] : context.items()) d.set(chat::Value::string(k), chat::from_json(v));
+  chat::Interpreter interp(opts);
+  return interp.render(*t.program, vars);
+}
+
+const std::string& ChatTemplate::source(const nlohmann::ordered_json& context) const {
+  return select(context).program->source;
+}
+
+std::vector<std::string> ChatTemplate::names() const {
+  std::vector<std::string> out;
+  for (auto& n : templates_) out.push_back(n.name);
+  return out;
+}
+
+const std::string& ChatTemplate::source_named(std::string_view name) const {
+  for (auto& n : templates_)
+    if (n.name == name) return n.program->source;
+  throw Error("no chat template named \"" + std::string(name) + "\"");
+}
+
+}  // namespace tessera
