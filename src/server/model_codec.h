@@ -1,4 +1,5 @@
-// The TextCodec of a model directory: its tokenizer.json, and its chat template.
+// The TextCodec of a model directory: its tokenizer, and its chat template when it has one
+// (without one, /v1/chat/completions answers 400). A malformed template is an error here.
 #pragma once
 #include <filesystem>
 #include <functional>

@@ -82,6 +82,14 @@ TEST(ServerE2E, OpenAiClientTextCompletions) {
   EXPECT_EQ(srv.stop(), 0) << srv.log();
 }
 
+TEST(ServerE2E, OpenAiClientChat) {
+  REQUIRE_NODE_MODULES();
+  ServerProcess srv("-m " + kjv() + " -t 2 --kv-cache-memory 64MiB");
+  ASSERT_TRUE(srv.wait_healthy()) << srv.log();
+  expect_node_passes("chat_client.js", srv.base_url() + " tessera-kjv 1");
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+}
+
 TEST(ServerE2E, PrefixCachingShortensTheSecondTurn) {
   REQUIRE_NODE_MODULES();
   ServerProcess srv("-m " + kjv() + " -t 2 --kv-cache-memory 64MiB --no-log-requests");
