@@ -122,7 +122,7 @@ void AsyncEngine::admit(std::vector<Pending>& pending) {
     try {
       int64_t id = engine_->add_request(std::move(p.req));
       active_[id] = {std::move(p.stream), p.index};
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       p.stream->push(error_event(p.index, e.what()));
       --in_flight_;
     }

@@ -63,7 +63,9 @@ int Server::start() {
   http->set_tcp_nodelay(true);
   http->set_keep_alive_timeout(5);
   http->set_read_timeout(30);
-  http->set_write_timeout(30);
+  // One thread writes every stream: a client that stops reading stalls the others once its
+  // socket buffer is full, until this timeout drops it.
+  http->set_write_timeout(5);
 
   // Errors httplib produces itself (404 route, 413 body, 400 bad request) get OpenAI bodies.
   http->set_error_handler([](const httplib::Request& req, httplib::Response& res) {

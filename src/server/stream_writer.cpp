@@ -50,7 +50,12 @@ void StreamWriter::loop() {
     lk.unlock();
     std::vector<std::pair<Entry*, bool>> over;
     for (Entry* e : round) {
-      Pump p = e->pump(*e->sink);
+      Pump p = Pump::Gone;
+      try {
+        p = e->pump(*e->sink);
+      } catch (const std::exception&) {
+        // A response that cannot be built ends its connection, never the writer.
+      }
       if (p != Pump::More) over.emplace_back(e, p == Pump::Finished);
     }
     lk.lock();
