@@ -1,0 +1,192 @@
+#include "engine/async_engine.h"
+
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace tessera {
+namespace {
+
+StreamEvent error_event(int index, std::string why) {
+  StreamEvent e;
+  e.index = index;
+  e.error = std::move(why);
+  return e;
+}
+
+}  // namespace
+
+RequestStream::RequestStream(int num_requests, std::function<void()> on_event)
+    : size_(num_requests),
+      on_event_(std::move(on_event)),
+      cancelled_(new std::atomic<bool>[size_t(num_requests)]) {
+  for (int i = 0; i < num_requests; ++i) cancelled_[size_t(i)] = false;
+}
+
+std::vector<StreamEvent> RequestStream::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock lk(mu_);
+  cv_.wait_for(lk, timeout, [&] { return !events_.empty(); });
+  std::vector<StreamEvent> out(std::make_move_iterator(events_.begin()),
+                               std::make_move_iterator(events_.end()));
+  events_.clear();
+  return out;
+}
+
+void RequestStream::cancel(int index) {
+  if (index >= 0)
+    cancelled_[size_t(index)] = true;
+  else
+    for (int i = 0; i < size_; ++i) cancelled_[size_t(i)] = true;
+}
+
+void RequestStream::push(StreamEvent e) {
+  {
+    std::lock_guard lk(mu_);
+    events_.push_back(std::move(e));
+  }
+  cv_.notify_one();
+  if (on_event_) on_event_();
+}
+
+AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {
+  publish_stats();
+  thread_ = std::thread([this] { loop(); });
+}
+
+AsyncEngine::~AsyncEngine() {
+  stop();
+}
+
+std::shared_ptr<RequestStream> AsyncEngine::submit(std::vector<Request> reqs,
+                                                   std::function<void()> on_event) {
+  auto stream = std::make_shared<RequestStream>(int(reqs.size()), std::move(on_event));
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) {
+      for (int i = 0; i < int(reqs.size()); ++i) stream->push(error_event(i, "the server is shutting down"));
+      return stream;
+    }
+    for (int i = 0; i < int(reqs.size()); ++i) incoming_.push_back({stream, i, std::move(reqs[size_t(i)])});
+    in_flight_ += int(reqs.size());
+    stats_.waiting += int(reqs.size());
+  }
+  cv_.notify_one();
+  return stream;
+}
+
+AsyncEngineStats AsyncEngine::stats() const {
+  std::lock_guard lk(mu_);
+  return stats_;
+}
+
+void AsyncEngine::stop() {
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void AsyncEngine::loop() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [&] { return stopping_ || !incoming_.empty() || engine_->has_work(); });
+    if (stopping_) break;
+    std::vector<Pending> pending = std::move(incoming_);
+    incoming_.clear();
+    lk.unlock();
+    admit(pending);
+    drop_cancelled();
+    if (engine_->has_work()) run_step();
+    lk.lock();
+    publish_stats();
+  }
+  std::vector<Pending> pending = std::move(incoming_);
+  incoming_.clear();
+  lk.unlock();
+  for (auto& p : pending) {
+    p.stream->push(error_event(p.index, "the server is shutting down"));
+    --in_flight_;
+  }
+  fail_all("the server is shutting down");
+}
+
+void AsyncEngine::admit(std::vector<Pending>& pending) {
+  for (auto& p : pending) {
+    if (p.stream->cancelled(p.index)) {
+      --in_flight_;
+      continue;
+    }
+    try {
+      int64_t id = engine_->add_request(std::move(p.req));
+      active_[id] = {std::move(p.stream), p.index};
+    } catch (const std::exception& e) {
+      p.stream->push(error_event(p.index, e.what()));
+      --in_flight_;
+    }
+  }
+}
+
+void AsyncEngine::drop_cancelled() {
+  std::vector<int64_t> gone;
+  for (auto& [id, a] : active_)
+    if (a.stream->cancelled(a.index)) gone.push_back(id);
+  for (int64_t id : gone) finish_active(id);
+}
+
+void AsyncEngine::finish_active(int64_t seq_id) {
+  engine_->release(seq_id);  // aborts it first when still running, freeing its blocks
+  active_.erase(seq_id);
+  --in_flight_;
+}
+
+void AsyncEngine::run_step() {
+  std::vector<TokenOutput> outs;
+  try {
+    outs = engine_->step();
+  } catch (const std::exception& e) {
+    // A failed step leaves the batch's state unknown: fail its requests rather than the server.
+    std::fprintf(stderr, "engine step failed: %s\n", e.what());
+    fail_all(std::string("engine error: ") + e.what());
+    return;
+  }
+  for (auto& o : outs) {
+    auto it = active_.find(o.seq_id);
+    if (it == active_.end()) continue;
+    const Sequence* s = engine_->sequence(o.seq_id);
+    StreamEvent e;
+    e.index = it->second.index;
+    e.token = o.token;
+    e.sample = std::move(o.sample);
+    e.finished = o.finished;
+    e.finish_reason = o.finish_reason;
+    e.num_cached_tokens = s ? s->num_cached_tokens : 0;
+    it->second.stream->push(std::move(e));
+    if (o.finished) finish_active(o.seq_id);
+  }
+}
+
+void AsyncEngine::fail_all(const std::string& why) {
+  std::vector<int64_t> ids;
+  for (auto& [id, a] : active_) {
+    a.stream->push(error_event(a.index, why));
+    ids.push_back(id);
+  }
+  for (int64_t id : ids) finish_active(id);
+}
+
+void AsyncEngine::publish_stats() {
+  const BlockManager& b = engine_->blocks();
+  stats_.waiting = engine_->scheduler().num_waiting() + int(incoming_.size());
+  stats_.running = engine_->scheduler().num_running();
+  stats_.used_blocks = b.num_used_blocks();
+  stats_.free_blocks = b.num_free_blocks();
+  stats_.cached_blocks = b.num_cached_blocks();
+  stats_.total_blocks = b.num_blocks();
+  stats_.preemptions = engine_->scheduler().num_preemptions();
+  ++stats_.steps;
+}
+
+}  // namespace tessera

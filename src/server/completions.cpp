@@ -1,0 +1,249 @@
+// POST /v1/chat/completions and /v1/completions: prepare the prompts on this HTTP thread,
+// run them through the engine, answer as one JSON body or as server-sent events.
+#include <chrono>
+#include <cstdio>
+
+#include "core/error.h"
+#include "server/api_error.h"
+#include "server/generation.h"
+#include "server/openai_response.h"
+#include "server/server_state.h"
+#include "server/stream_writer.h"
+
+namespace tessera::server {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kPoll{200};
+
+std::vector<std::vector<int32_t>> tokenize_prompts(const Server::State& st, const GenerationRequest& r) {
+  std::vector<std::vector<int32_t>> out;
+  const TextCodec* codec = st.codec;
+  try {
+    if (r.endpoint == Endpoint::Chat) {
+      if (!codec)
+        throw ApiError(400,
+                       "this model has no tokenizer or chat template; use /v1/completions with token ids");
+      // The template writes any BOS itself, so special tokens are not added a second time.
+      out.push_back(codec->encode(codec->render_chat(r.chat), false));
+    } else {
+      for (const auto& p : r.prompts) {
+        if (!p.is_text)
+          out.push_back(p.ids);
+        else if (!codec)
+          throw ApiError(400, "this model has no tokenizer; send 'prompt' as token ids", "prompt");
+        else
+          out.push_back(codec->encode(p.text, true));
+      }
+    }
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), r.endpoint == Endpoint::Chat ? "messages" : "prompt");
+  }
+  return out;
+}
+
+void check_token(const Server::State& st, int32_t id, const char* field) {
+  if (id >= st.info.vocab_size)
+    throw ApiError(400,
+                   "token id " + std::to_string(id) + " is outside the vocabulary (size " +
+                       std::to_string(st.info.vocab_size) + ")",
+                   field);
+}
+
+// Builds the engine requests, one per (prompt, choice), enforcing the context length.
+std::vector<ChoiceSpec> build_choices(const Server::State& st, const GenerationRequest& r,
+                                      const std::vector<std::vector<int32_t>>& prompts) {
+  for (auto [id, bias] : r.params.logit_bias) check_token(st, id, "logit_bias");
+  for (int32_t id : r.stop_token_ids) check_token(st, id, "stop_token_ids");
+  std::vector<int32_t> stop_ids = r.ignore_eos ? std::vector<int32_t>{} : st.info.eos_ids;
+  stop_ids.insert(stop_ids.end(), r.stop_token_ids.begin(), r.stop_token_ids.end());
+
+  int64_t limit = std::min<int64_t>(st.info.max_model_len, st.info.kv_capacity_tokens);
+  std::vector<ChoiceSpec> out;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const auto& ids = prompts[p];
+    const char* field = r.endpoint == Endpoint::Chat ? "messages" : "prompt";
+    if (ids.empty()) throw ApiError(400, "the prompt is empty", field);
+    for (int32_t id : ids) check_token(st, id, field);
+    int64_t n = int64_t(ids.size());
+    int64_t max_tokens = r.max_tokens ? *r.max_tokens : limit - n;
+    if (n + max_tokens > limit || max_tokens < 1)
+      throw ApiError(
+          400,
+          "this model's maximum context length is " + std::to_string(limit) + " tokens; the request needs " +
+              std::to_string(n + std::max<int64_t>(max_tokens, 1)) + " (" + std::to_string(n) +
+              " in the prompt, " + std::to_string(std::max<int64_t>(max_tokens, 1)) + " to generate)",
+          r.max_tokens ? "max_tokens" : field);
+    for (int j = 0; j < r.n; ++j) {
+      Request q;
+      q.prompt = ids;
+      q.params = r.params;
+      q.max_tokens = int(max_tokens);
+      q.stop_token_ids = stop_ids;
+      if (r.seed) q.seed = *r.seed + uint64_t(j);
+      out.push_back({std::move(q), int(p)});
+    }
+  }
+  return out;
+}
+
+void log_request(const Server::State& st, const ResponseContext& ctx, const Generation& g,
+                 Clock::time_point t0) {
+  if (!st.cfg.log_requests) return;
+  Usage u = g.usage();
+  double total = std::chrono::duration<double>(Clock::now() - t0).count();
+  double ttft = g.ttft();
+  double decode = total - ttft;
+  std::fprintf(
+      stderr, "%s: prompt %lld tokens (%lld cached), generated %lld, TTFT %.1f ms, %.1f tok/s, finish %s\n",
+      ctx.id.c_str(), (long long)u.prompt_tokens, (long long)u.cached_tokens, (long long)u.completion_tokens,
+      ttft * 1e3, u.completion_tokens > 1 && decode > 0 ? double(u.completion_tokens - 1) / decode : 0.0,
+      g.finish_reasons().c_str());
+}
+
+void respond_whole(Server::State& st, const ResponseContext& ctx, Generation& g, httplib::Response& res,
+                   Clock::time_point t0) {
+  std::vector<ChoiceDelta> acc;
+  while (!g.done())
+    for (const ChoiceDelta& d : g.next(kPoll)) {
+      if (size_t(d.index) >= acc.size()) acc.resize(size_t(d.index) + 1);
+      acc[size_t(d.index)].index = d.index;
+      acc[size_t(d.index)].append(d);
+    }
+  Usage u = g.usage();
+  st.metrics.add_tokens(u.prompt_tokens, u.cached_tokens, u.completion_tokens);
+  res.set_content(full_response(ctx, acc, u).dump(-1, ' ', false, json::error_handler_t::replace),
+                  "application/json");
+  st.metrics.count_request(200);
+  log_request(st, ctx, g, t0);
+}
+
+struct StreamState {
+  Server::State* st;
+  ResponseContext ctx;
+  std::unique_ptr<Generation> gen;
+  bool include_usage = false;
+  std::vector<bool> started;
+  Clock::time_point t0;
+  bool finished = false;
+};
+
+// Run by the StreamWriter's thread whenever events may be ready: writes them without waiting.
+// A failed write means the client is gone; the response is then dropped, and with it the
+// Generation, which cancels its sequences.
+StreamWriter::Pump stream_some(StreamState& s, httplib::DataSink& sink) {
+  using Pump = StreamWriter::Pump;
+  auto write = [&](const std::string& data) { return sink.write(data.data(), data.size()); };
+  std::vector<ChoiceDelta> deltas;
+  try {
+    deltas = s.gen->next(std::chrono::milliseconds(0));
+  } catch (const ApiError& e) {
+    write(sse_event(e.to_json()));
+    write("data: [DONE]\n\n");
+    s.finished = true;
+    sink.done();
+    return Pump::Finished;
+  }
+  for (const ChoiceDelta& d : deltas) {
+    // Nothing the client asked to see (text held back for a stop string, ids not requested).
+    bool visible = !d.text.empty() || !d.finish_reason.empty() || (s.ctx.logprobs && !d.logprobs.empty()) ||
+                   (s.ctx.return_token_ids && !d.token_ids.empty());
+    if (!visible) continue;
+    bool first = !s.started[size_t(d.index)];
+    s.started[size_t(d.index)] = true;
+    if (!write(sse_event(stream_chunk(s.ctx, d, first)))) return Pump::Gone;
+  }
+  if (!s.gen->done()) return Pump::More;
+  Usage u = s.gen->usage();
+  s.st->metrics.add_tokens(u.prompt_tokens, u.cached_tokens, u.completion_tokens);
+  if (s.include_usage && !write(sse_event(usage_chunk(s.ctx, u)))) return Pump::Gone;
+  if (!write("data: [DONE]\n\n")) return Pump::Gone;
+  s.finished = true;
+  log_request(*s.st, s.ctx, *s.gen, s.t0);
+  sink.done();
+  return Pump::Finished;
+}
+
+}  // namespace
+
+void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Request& req,
+                       httplib::Response& res) {
+  Clock::time_point t0 = Clock::now();
+  try {
+    json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded()) throw ApiError(400, "the request body is not valid JSON");
+    GenerationRequest r = endpoint == Endpoint::Chat ? parse_chat_request(body, st.info.defaults, req.body)
+                                                     : parse_completion_request(body, st.info.defaults);
+    if (!r.model.empty() && r.model != st.cfg.served_model_name)
+      throw ApiError(404,
+                     "the model '" + r.model + "' does not exist (this server serves '" +
+                         st.cfg.served_model_name + "')",
+                     "model");
+    if (!st.ready) throw ApiError(503, "the model is loading");
+
+    std::vector<std::vector<int32_t>> prompts = tokenize_prompts(st, r);
+    std::vector<ChoiceSpec> choices = build_choices(st, r, prompts);
+    int capacity = st.info.max_num_seqs + st.cfg.max_queue;
+    if (int(choices.size()) > capacity)
+      throw ApiError(400,
+                     std::to_string(choices.size()) +
+                         " sequences (prompts x n) exceed what the server admits at once (" +
+                         std::to_string(capacity) + ")",
+                     "n");
+    if (st.engine->in_flight() + int(choices.size()) > capacity)
+      throw ApiError(429, "the server is busy (" + std::to_string(st.engine->in_flight()) +
+                              " sequences running or waiting); retry later");
+
+    ResponseContext ctx;
+    ctx.endpoint = endpoint;
+    ctx.id = (endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + std::to_string(st.next_id++);
+    ctx.created =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    ctx.model = st.cfg.served_model_name;
+    ctx.codec = st.codec;
+    ctx.logprobs = r.params.logprobs >= 0;
+    ctx.return_token_ids = r.return_token_ids;
+    if (r.return_token_ids) ctx.prompt_ids = prompts;
+
+    std::function<void()> on_event;
+    if (r.stream) on_event = [w = st.writer.get()] { w->wake(); };
+    auto gen = std::make_unique<Generation>(*st.engine, st.codec, std::move(choices), r.stop, st.metrics, t0,
+                                            std::move(on_event));
+    if (!r.stream) {
+      respond_whole(st, ctx, *gen, res, t0);
+      return;
+    }
+    auto s = std::make_shared<StreamState>();
+    s->st = &st;
+    s->ctx = std::move(ctx);
+    s->include_usage = r.include_usage;
+    s->started.assign(prompts.size() * size_t(r.n), false);
+    s->t0 = t0;
+    s->gen = std::move(gen);
+    st.metrics.count_request(200);
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [s](size_t, httplib::DataSink& sink) {
+          return s->st->writer->serve([s](httplib::DataSink& k) { return stream_some(*s, k); }, sink);
+        },
+        [s](bool) {
+          if (!s->finished) {
+            Usage u = s->gen->usage();
+            s->st->metrics.add_tokens(u.prompt_tokens, u.cached_tokens, u.completion_tokens);
+            if (s->st->cfg.log_requests)
+              std::fprintf(stderr, "%s: client disconnected after %lld tokens; sequences cancelled\n",
+                           s->ctx.id.c_str(), (long long)u.completion_tokens);
+          }
+          s->gen.reset();  // cancels what still runs
+        });
+  } catch (const ApiError& e) {
+    st.metrics.count_request(e.status());
+    res.status = e.status();
+    res.set_content(e.to_json().dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+  }
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,126 @@
+#include "server/generation.h"
+
+#include <algorithm>
+#include <set>
+
+#include "server/api_error.h"
+
+namespace tessera::server {
+
+void ChoiceDelta::append(const ChoiceDelta& d) {
+  text += d.text;
+  token_ids.insert(token_ids.end(), d.token_ids.begin(), d.token_ids.end());
+  logprobs.insert(logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+  if (!d.finish_reason.empty()) finish_reason = d.finish_reason;
+}
+
+Generation::Generation(AsyncEngine& engine, const TextCodec* codec, std::vector<ChoiceSpec> specs,
+                       std::vector<std::string> stop, Metrics& metrics, Clock::time_point arrival,
+                       std::function<void()> on_event)
+    : engine_(engine), codec_(codec), metrics_(metrics), arrival_(arrival) {
+  std::vector<Request> reqs;
+  for (auto& s : specs) {
+    Choice& c = choices_.emplace_back(stop);
+    c.prompt_index = s.prompt_index;
+    c.num_prompt_tokens = int(s.request.prompt.size());
+    c.logprobs = s.request.params.logprobs >= 0;
+    if (codec) c.decoder = codec->decoder();
+    reqs.push_back(std::move(s.request));
+  }
+  stream_ = engine_.submit(std::move(reqs), std::move(on_event));
+}
+
+Generation::~Generation() {
+  if (!done()) stream_->cancel();
+}
+
+std::vector<ChoiceDelta> Generation::next(std::chrono::milliseconds timeout) {
+  std::vector<ChoiceDelta> deltas(choices_.size());
+  for (size_t i = 0; i < deltas.size(); ++i) deltas[i].index = int(i);
+  for (StreamEvent& e : stream_->wait(timeout)) consume(e, deltas[size_t(e.index)]);
+  deltas.erase(std::remove_if(deltas.begin(), deltas.end(), [](const ChoiceDelta& d) { return d.empty(); }),
+               deltas.end());
+  return deltas;
+}
+
+void Generation::consume(StreamEvent& e, ChoiceDelta& d) {
+  Choice& c = choices_[size_t(e.index)];
+  if (c.finished) return;  // tokens made before a stop string's cancellation reached the engine
+  if (!e.error.empty()) {
+    c.finished = true;
+    ++num_done_;
+    stream_->cancel();
+    throw ApiError(500, e.error);
+  }
+  auto now = Clock::now();
+  if (c.generated == 0) {
+    c.first_token = now;
+    c.cached_tokens = e.num_cached_tokens;
+    metrics_.observe_ttft(std::chrono::duration<double>(now - arrival_).count());
+  } else {
+    metrics_.observe_itl(std::chrono::duration<double>(now - c.last_token).count());
+  }
+  c.last_token = now;
+  ++c.generated;
+
+  // A stop token (EOS or a stop id) ends the text without being part of it.
+  bool stop_token = e.finished && e.finish_reason == FinishReason::Stop;
+  if (!stop_token) {
+    std::string piece = c.decoder ? c.decoder->push(e.token) : std::string();
+    if (e.finished && c.decoder) piece += c.decoder->flush();
+    StopMatcher::Result r = c.stop.push(piece);
+    d.token_ids.push_back(e.token);
+    if (c.logprobs) d.logprobs.push_back({e.token, e.sample.logprob, std::move(e.sample.top), c.text_len});
+    d.text += r.text;
+    c.text_len += r.text.size();
+    if (r.stopped) {
+      stream_->cancel(e.index);
+      finish(c, d, "stop");
+      return;
+    }
+  } else if (c.decoder) {
+    d.text += c.stop.push(c.decoder->flush()).text;
+  }
+  if (e.finished) {
+    d.text += c.stop.flush();
+    finish(c, d, e.finish_reason == FinishReason::Length ? "length" : "stop");
+  }
+}
+
+void Generation::finish(Choice& c, ChoiceDelta& d, const std::string& reason) {
+  c.finished = true;
+  c.finish_reason = reason;
+  d.finish_reason = reason;
+  ++num_done_;
+  metrics_.observe_latency(std::chrono::duration<double>(Clock::now() - arrival_).count());
+}
+
+Usage Generation::usage() const {
+  Usage u;
+  std::set<int> counted;
+  for (const Choice& c : choices_) {
+    u.completion_tokens += c.generated;
+    if (counted.insert(c.prompt_index).second) u.prompt_tokens += c.num_prompt_tokens;
+  }
+  // A prompt's cached tokens: the best its choices found (they run side by side).
+  std::vector<int> best;
+  for (const Choice& c : choices_) {
+    if (size_t(c.prompt_index) >= best.size()) best.resize(size_t(c.prompt_index) + 1, 0);
+    best[size_t(c.prompt_index)] = std::max(best[size_t(c.prompt_index)], c.cached_tokens);
+  }
+  for (int b : best) u.cached_tokens += b;
+  return u;
+}
+
+double Generation::ttft() const {
+  if (choices_.empty() || choices_[0].generated == 0) return 0;
+  return std::chrono::duration<double>(choices_[0].first_token - arrival_).count();
+}
+
+std::string Generation::finish_reasons() const {
+  std::string out;
+  for (const Choice& c : choices_) out += (out.empty() ? "" : ",") + (c.finished ? c.finish_reason : "abort");
+  return out;
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,98 @@
+// One API request in flight: its sequences in the engine, turned into text pieces per choice.
+// Detokenization, stop strings and timing happen here, on the client's thread; the streaming
+// and the non-streaming responses are built from the same pieces, so they are identical.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/async_engine.h"
+#include "server/metrics.h"
+#include "server/stop_strings.h"
+#include "server/text_codec.h"
+
+namespace tessera::server {
+
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+  size_t text_offset = 0;  // where the token's text starts in the choice's text so far
+};
+
+// What one choice gained since the last call (or, accumulated, all of it).
+struct ChoiceDelta {
+  int index = 0;
+  std::string text;
+  std::vector<int32_t> token_ids;
+  std::vector<TokenLogprob> logprobs;
+  std::string finish_reason;  // "" while running; "stop" or "length" at the end
+
+  bool empty() const {
+    return text.empty() && token_ids.empty() && logprobs.empty() && finish_reason.empty();
+  }
+  void append(const ChoiceDelta& d);
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;
+};
+
+// One sequence to run: the engine request and the choice it answers.
+struct ChoiceSpec {
+  Request request;
+  int prompt_index = 0;  // which prompt (choices of one prompt share its usage)
+};
+
+class Generation {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // on_event: see RequestStream (a StreamWriter's wake-up).
+  Generation(AsyncEngine& engine, const TextCodec* codec, std::vector<ChoiceSpec> choices,
+             std::vector<std::string> stop, Metrics& metrics, Clock::time_point arrival,
+             std::function<void()> on_event = {});
+  ~Generation();  // cancels whatever still runs (the client left)
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  // Waits up to `timeout` for tokens and returns the non-empty deltas. Throws ApiError when
+  // the engine failed a request.
+  std::vector<ChoiceDelta> next(std::chrono::milliseconds timeout);
+  bool done() const { return num_done_ == int(choices_.size()); }
+  Usage usage() const;
+  // Seconds from arrival to the first token of choice 0 (0 if none yet).
+  double ttft() const;
+  // The reasons choices finished, comma-separated, for the request log.
+  std::string finish_reasons() const;
+
+ private:
+  struct Choice {
+    explicit Choice(std::vector<std::string> stops) : stop(std::move(stops)) {}
+    int prompt_index = 0;
+    int num_prompt_tokens = 0;
+    int cached_tokens = 0;
+    int generated = 0;
+    bool logprobs = false;
+    std::unique_ptr<TextDecoder> decoder;
+    StopMatcher stop;
+    size_t text_len = 0;
+    bool finished = false;
+    std::string finish_reason;
+    Clock::time_point first_token, last_token;
+  };
+  void consume(StreamEvent& e, ChoiceDelta& d);
+  void finish(Choice& c, ChoiceDelta& d, const std::string& reason);
+
+  AsyncEngine& engine_;
+  const TextCodec* codec_;
+  Metrics& metrics_;
+  Clock::time_point arrival_;
+  std::vector<Choice> choices_;
+  std::shared_ptr<RequestStream> stream_;
+  int num_done_ = 0;
+};
+
+}  // namespace tessera::server

@@ -1,0 +1,245 @@
+#include "server/openai_request.h"
+
+#include <cmath>
+#include <limits>
+
+#include "server/api_error.h"
+
+namespace tessera::server {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& field, const std::string& what) {
+  throw ApiError(400, "'" + field + "' " + what, field);
+}
+
+// A present, non-null field (OpenAI clients send null for "unset").
+const json* field(const json& body, const char* key) {
+  auto it = body.find(key);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::optional<double> number(const json& body, const char* key, double lo, double hi) {
+  const json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) bad(key, "must be a number");
+  double x = v->get<double>();
+  if (!(x >= lo && x <= hi))
+    bad(key, "must be between " + json(lo).dump() + " and " + json(hi).dump() + ", got " + v->dump());
+  return x;
+}
+
+std::optional<int64_t> integer(const json& body, const char* key, int64_t lo, int64_t hi) {
+  const json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (v->is_number_float()) {
+    double d = v->get<double>();
+    if (d != std::floor(d)) bad(key, "must be an integer");
+    if (!(d >= double(lo) && d <= double(hi)))
+      bad(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+    return int64_t(d);
+  }
+  if (!v->is_number_integer()) bad(key, "must be an integer");
+  if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+    bad(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  int64_t x = v->get<int64_t>();
+  if (x < lo || x > hi)
+    bad(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " +
+                 std::to_string(x));
+  return x;
+}
+
+std::optional<bool> boolean(const json& body, const char* key) {
+  const json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) bad(key, "must be a boolean");
+  return v->get<bool>();
+}
+
+int32_t token_id(const json& v, const std::string& key) {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+      v.get<int64_t>() > std::numeric_limits<int32_t>::max())
+    bad(key, "must hold token ids (non-negative integers)");
+  return v.get<int32_t>();
+}
+
+std::vector<int32_t> token_ids(const json& arr, const std::string& key) {
+  std::vector<int32_t> ids;
+  for (const json& t : arr) ids.push_back(token_id(t, key));
+  return ids;
+}
+
+PromptInput text_prompt(std::string text) {
+  PromptInput p;
+  p.text = std::move(text);
+  p.is_text = true;
+  return p;
+}
+
+PromptInput ids_prompt(std::vector<int32_t> ids) {
+  PromptInput p;
+  p.ids = std::move(ids);
+  return p;
+}
+
+// Fields both endpoints share.
+void parse_common(const json& body, GenerationRequest& r) {
+  if (const json* v = field(body, "model")) {
+    if (!v->is_string()) bad("model", "must be a string");
+    r.model = v->get<std::string>();
+  }
+  SamplingParams& p = r.params;
+  if (auto x = number(body, "temperature", 0, 2)) p.temperature = float(*x);
+  if (auto x = number(body, "top_p", 0, 1)) {
+    if (*x <= 0) bad("top_p", "must be greater than 0");
+    p.top_p = float(*x);
+  }
+  if (auto x = integer(body, "top_k", -1, std::numeric_limits<int32_t>::max())) p.top_k = int(*x);
+  if (auto x = number(body, "min_p", 0, 1)) p.min_p = float(*x);
+  if (auto x = number(body, "presence_penalty", -2, 2)) p.presence_penalty = float(*x);
+  if (auto x = number(body, "frequency_penalty", -2, 2)) p.frequency_penalty = float(*x);
+  if (auto x = number(body, "repetition_penalty", 0, 100)) {
+    if (*x <= 0) bad("repetition_penalty", "must be greater than 0");
+    p.repetition_penalty = float(*x);
+  }
+  if (const json* v = field(body, "logit_bias")) {
+    if (!v->is_object()) bad("logit_bias", "must be an object mapping token ids to biases");
+    for (auto& [k, b] : v->items()) {
+      size_t used = 0;
+      long id = -1;
+      try {
+        id = std::stol(k, &used);
+      } catch (const std::exception&) {
+      }
+      if (used != k.size() || id < 0 || id > std::numeric_limits<int32_t>::max())
+        bad("logit_bias", "keys must be token ids, got \"" + k + "\"");
+      if (!b.is_number() || !(b.get<double>() >= -100 && b.get<double>() <= 100))
+        bad("logit_bias", "values must be numbers between -100 and 100");
+      p.logit_bias.emplace_back(int32_t(id), b.get<float>());
+    }
+  }
+
+  auto mt = integer(body, "max_completion_tokens", 1, std::numeric_limits<int32_t>::max());
+  if (!mt) mt = integer(body, "max_tokens", 1, std::numeric_limits<int32_t>::max());
+  if (mt) r.max_tokens = int(*mt);
+  r.n = int(integer(body, "n", 1, 128).value_or(1));
+  if (auto s =
+          integer(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()))
+    r.seed = uint64_t(*s);
+
+  if (const json* v = field(body, "stop")) {
+    if (v->is_string()) {
+      r.stop.push_back(v->get<std::string>());
+    } else if (v->is_array()) {
+      for (const json& s : *v) {
+        if (!s.is_string()) bad("stop", "must be a string or an array of strings");
+        r.stop.push_back(s.get<std::string>());
+      }
+    } else {
+      bad("stop", "must be a string or an array of strings");
+    }
+    for (const auto& s : r.stop)
+      if (s.empty()) bad("stop", "must not contain empty strings");
+  }
+  if (const json* v = field(body, "stop_token_ids")) {
+    if (!v->is_array()) bad("stop_token_ids", "must be an array of token ids");
+    r.stop_token_ids = token_ids(*v, "stop_token_ids");
+  }
+  r.ignore_eos = boolean(body, "ignore_eos").value_or(false);
+  r.return_token_ids = boolean(body, "return_token_ids").value_or(false);
+
+  r.stream = boolean(body, "stream").value_or(false);
+  if (const json* v = field(body, "stream_options")) {
+    if (!v->is_object()) bad("stream_options", "must be an object");
+    if (!r.stream) bad("stream_options", "is only allowed when 'stream' is true");
+    r.include_usage = boolean(*v, "include_usage").value_or(false);
+  }
+
+  if (const json* v = field(body, "response_format")) {
+    if (!v->is_object() || !v->contains("type") || !(*v)["type"].is_string())
+      bad("response_format", "must be an object with a string 'type'");
+    std::string type = (*v)["type"];
+    if (type == "json_object" || type == "json_schema")
+      throw ApiError(400, "response_format type '" + type + "' is not supported yet (structured output)",
+                     "response_format");
+    if (type != "text") bad("response_format", "type must be 'text', 'json_object' or 'json_schema'");
+  }
+  if (auto b = integer(body, "best_of", 1, 128); b && *b != r.n)
+    throw ApiError(400, "'best_of' other than n is not supported", "best_of");
+}
+
+}  // namespace
+
+GenerationRequest parse_chat_request(const json& body, const SamplingParams& defaults,
+                                     const std::string& raw) {
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  GenerationRequest r;
+  r.endpoint = Endpoint::Chat;
+  r.params = defaults;
+  r.params.logprobs = -1;
+  parse_common(body, r);
+
+  const json* msgs = field(body, "messages");
+  if (!msgs) bad("messages", "is required");
+  if (!msgs->is_array() || msgs->empty()) bad("messages", "must be a non-empty array");
+  for (const json& m : *msgs) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      bad("messages", "must be objects with a string 'role'");
+    if (m.contains("content") && !m["content"].is_null() && !m["content"].is_string() &&
+        !m["content"].is_array())
+      bad("messages", "content must be a string, an array of parts or null");
+  }
+  if (const json* t = field(body, "tools"); t && !t->is_array()) bad("tools", "must be an array");
+  if (const json* k = field(body, "chat_template_kwargs"); k && !k->is_object())
+    bad("chat_template_kwargs", "must be an object");
+  auto ordered =
+      raw.empty() ? nlohmann::ordered_json::parse(body.dump()) : nlohmann::ordered_json::parse(raw);
+  r.chat.messages = ordered["messages"];
+  if (field(body, "tools")) r.chat.tools = ordered["tools"];
+  r.chat.template_kwargs = field(body, "chat_template_kwargs") ? ordered["chat_template_kwargs"]
+                                                               : nlohmann::ordered_json::object();
+  r.chat.add_generation_prompt = boolean(body, "add_generation_prompt").value_or(true);
+
+  bool logprobs = boolean(body, "logprobs").value_or(false);
+  auto top = integer(body, "top_logprobs", 0, 20);
+  if (top && !logprobs) bad("top_logprobs", "requires 'logprobs' to be true");
+  if (logprobs) r.params.logprobs = int(top.value_or(0));
+  return r;
+}
+
+GenerationRequest parse_completion_request(const json& body, const SamplingParams& defaults) {
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  GenerationRequest r;
+  r.endpoint = Endpoint::Completion;
+  r.params = defaults;
+  r.params.logprobs = -1;
+  parse_common(body, r);
+
+  const json* p = field(body, "prompt");
+  if (!p) bad("prompt", "is required");
+  const char* shape =
+      "must be a string, an array of strings, an array of token ids or an array of such arrays";
+  if (p->is_string()) {
+    r.prompts.push_back(text_prompt(p->get<std::string>()));
+  } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
+    r.prompts.push_back(ids_prompt(token_ids(*p, "prompt")));
+  } else if (p->is_array() && !p->empty()) {
+    for (const json& e : *p) {
+      if (e.is_string())
+        r.prompts.push_back(text_prompt(e.get<std::string>()));
+      else if (e.is_array() && !e.empty())
+        r.prompts.push_back(ids_prompt(token_ids(e, "prompt")));
+      else
+        bad("prompt", shape);
+    }
+  } else {
+    bad("prompt", shape);
+  }
+  if (auto lp = integer(body, "logprobs", 0, 20)) r.params.logprobs = int(*lp);
+  if (boolean(body, "echo").value_or(false)) throw ApiError(400, "'echo' is not supported", "echo");
+  if (field(body, "suffix")) throw ApiError(400, "'suffix' is not supported", "suffix");
+  return r;
+}
+
+}  // namespace tessera::server

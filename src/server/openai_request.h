@@ -1,0 +1,48 @@
+// Parsing and validating the bodies of /v1/chat/completions and /v1/completions. Every wrong
+// type or out-of-range value is an ApiError(400) naming the field; nothing here needs the model
+// except the vocabulary size, checked later by the server.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "server/text_codec.h"
+
+namespace tessera::server {
+
+enum class Endpoint { Chat, Completion };
+
+// One prompt of /v1/completions: token ids, or text to tokenize.
+struct PromptInput {
+  std::vector<int32_t> ids;
+  std::string text;
+  bool is_text = false;
+};
+
+struct GenerationRequest {
+  Endpoint endpoint = Endpoint::Completion;
+  std::string model;                 // empty: the served model
+  std::vector<PromptInput> prompts;  // completions: one or more
+  ChatInput chat;                    // chat: the conversation to render
+  SamplingParams params;             // logprobs < 0: none
+  std::optional<int> max_tokens;     // none: up to the context length
+  int n = 1;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;  // extension (vLLM): finish on these ids too
+  bool ignore_eos = false;              // extension (vLLM)
+  bool stream = false;
+  bool include_usage = false;     // stream_options.include_usage
+  bool return_token_ids = false;  // extension (vLLM): prompt and generated ids in the response
+};
+
+// `defaults` are the model's sampling defaults; fields the request sets override them.
+// `raw`: the body parsed again with its key order kept, for the chat template.
+GenerationRequest parse_chat_request(const nlohmann::json& body, const SamplingParams& defaults,
+                                     const std::string& raw = "");
+GenerationRequest parse_completion_request(const nlohmann::json& body, const SamplingParams& defaults);
+
+}  // namespace tessera::server

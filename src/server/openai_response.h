@@ -1,0 +1,36 @@
+// Building OpenAI response bodies and SSE chunks from choice deltas. A chat message is built in
+// one place (chat_message), where tool-call and reasoning parsers will split the text.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "server/generation.h"
+#include "server/openai_request.h"
+
+namespace tessera::server {
+
+struct ResponseContext {
+  Endpoint endpoint = Endpoint::Completion;
+  std::string id;       // "chatcmpl-..." or "cmpl-..."
+  int64_t created = 0;  // unix seconds
+  std::string model;
+  const TextCodec* codec = nullptr;  // null: tokens are shown as "token_id:N"
+  bool logprobs = false;
+  bool return_token_ids = false;
+  std::vector<std::vector<int32_t>> prompt_ids;  // per prompt, for return_token_ids
+};
+
+nlohmann::json usage_json(const Usage& u);
+// The whole response: `choices` are the accumulated deltas, in index order.
+nlohmann::json full_response(const ResponseContext& ctx, const std::vector<ChoiceDelta>& choices,
+                             const Usage& u);
+// One streamed chunk. `first` marks a chat choice's first chunk (it carries the role).
+nlohmann::json stream_chunk(const ResponseContext& ctx, const ChoiceDelta& d, bool first);
+// The final chunk with usage and no choices (stream_options.include_usage).
+nlohmann::json usage_chunk(const ResponseContext& ctx, const Usage& u);
+// "data: <json>\n\n"
+std::string sse_event(const nlohmann::json& j);
+
+}  // namespace tessera::server

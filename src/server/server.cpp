@@ -1,0 +1,143 @@
+#include "server/server.h"
+
+#include <sys/socket.h>
+
+#include <cstdio>
+
+#include "core/error.h"
+#include "server/api_error.h"
+#include "server/server_state.h"
+
+namespace tessera::server {
+namespace {
+
+using nlohmann::json;
+
+// cpp-httplib (Debian's build) listens with a backlog of 5, which drops the SYNs of a burst of
+// clients and delays them by whole seconds; listening again on the bound socket raises it.
+class HttpServer : public httplib::Server {
+ public:
+  void raise_backlog(int backlog) { ::listen(svr_sock_, backlog); }
+};
+
+bool authorized(const Server::State& st, const httplib::Request& req) {
+  if (st.cfg.api_key.empty()) return true;
+  return req.get_header_value("Authorization") == "Bearer " + st.cfg.api_key;
+}
+
+void set_json(httplib::Response& res, const json& j) {
+  res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+}  // namespace
+
+void set_error(httplib::Response& res, int status, const std::string& message, const std::string& param) {
+  res.status = status;
+  set_json(res, error_body(status, message, param));
+}
+
+Server::Server(ServerConfig cfg) : state_(std::make_unique<State>()) {
+  state_->cfg = std::move(cfg);
+}
+
+Server::~Server() {
+  stop();
+}
+
+void Server::set_model(AsyncEngine& engine, const TextCodec* codec, ModelInfo info) {
+  state_->engine = &engine;
+  state_->codec = codec;
+  state_->info = std::move(info);
+  state_->ready = true;
+}
+
+int Server::start() {
+  State& st = *state_;
+  auto http = std::make_unique<HttpServer>();
+  int threads = st.cfg.http_threads > 0 ? st.cfg.http_threads : 64 + 256 + st.cfg.max_queue;
+  // Every streaming client holds a thread for its whole response.
+  http->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  http->set_payload_max_length(st.cfg.max_body_bytes);
+  // Headers and body (and each SSE event) go out as separate writes: without TCP_NODELAY,
+  // Nagle's algorithm holds the later ones until the client's delayed ACK (~40 ms).
+  http->set_tcp_nodelay(true);
+  http->set_keep_alive_timeout(5);
+  http->set_read_timeout(30);
+  // One thread writes every stream: a client that stops reading stalls the others once its
+  // socket buffer is full, until this timeout drops it.
+  http->set_write_timeout(5);
+
+  // Errors httplib produces itself (404 route, 413 body, 400 bad request) get OpenAI bodies.
+  http->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string msg = res.status == 404   ? "no route for " + req.method + " " + req.path
+                      : res.status == 413 ? "the request body is too large"
+                                          : "bad request";
+    set_error(res, res.status, msg);
+  });
+  http->set_exception_handler([&st](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    st.metrics.count_request(500);
+    set_error(res, 500, what);
+  });
+  http->set_pre_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
+    if (req.path.rfind("/v1/", 0) == 0 && !authorized(st, req)) {
+      st.metrics.count_request(401);
+      set_error(res, 401, "invalid or missing API key (send 'Authorization: Bearer <key>')");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+
+  http->Get("/health", [&st](const httplib::Request&, httplib::Response& res) {
+    if (st.ready)
+      res.set_content("{}", "application/json");
+    else
+      set_error(res, 503, "the model is loading");
+  });
+  http->Get("/metrics", [&st](const httplib::Request&, httplib::Response& res) {
+    AsyncEngineStats s;
+    if (st.ready) s = st.engine->stats();
+    res.set_content(st.metrics.render(st.ready ? &s : nullptr), "text/plain; version=0.0.4");
+  });
+  http->Get("/v1/models", [&st](const httplib::Request&, httplib::Response& res) {
+    json model = {
+        {"id", st.cfg.served_model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "tessera"}};
+    if (st.ready) model["max_model_len"] = st.info.max_model_len;
+    set_json(res, {{"object", "list"}, {"data", json::array({model})}});
+  });
+  http->Post("/v1/chat/completions", [&st](const httplib::Request& req, httplib::Response& res) {
+    handle_generation(st, Endpoint::Chat, req, res);
+  });
+  http->Post("/v1/completions", [&st](const httplib::Request& req, httplib::Response& res) {
+    handle_generation(st, Endpoint::Completion, req, res);
+  });
+
+  int port = st.cfg.port;
+  if (port == 0)
+    port = http->bind_to_any_port(st.cfg.host);
+  else if (!http->bind_to_port(st.cfg.host, port))
+    port = -1;
+  TESSERA_CHECK(port > 0, "cannot listen on " + st.cfg.host + ":" + std::to_string(st.cfg.port) +
+                              " (address in use or not available)");
+  http->raise_backlog(1024);
+  st.writer = std::make_unique<StreamWriter>();
+  st.http = std::move(http);
+  st.thread = std::thread([&st] { st.http->listen_after_bind(); });
+  return port;
+}
+
+void Server::stop() {
+  State& st = *state_;
+  if (st.writer) st.writer->stop();  // releases the connections blocked in streaming responses
+  if (st.http) st.http->stop();
+  if (st.thread.joinable()) st.thread.join();
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,79 @@
+// The official OpenAI client against a model with a tokenizer: text prompts, stop strings
+// across token boundaries, logprobs with token text, n > 1 and seeds, streamed and not.
+// Usage: node text_client.js BASE_URL MODEL
+const OpenAI = require('openai');
+const { assert, run, idle_blocks } = require('./check.js');
+
+const [base, model] = process.argv.slice(2);
+const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'none', maxRetries: 0 });
+
+async function streamed(params) {
+  const stream = await client.completions.create({ model, stream: true, stream_options: { include_usage: true }, ...params });
+  const choices = [];
+  let usage = null;
+  let chunks = 0;
+  for await (const chunk of stream) {
+    chunks++;
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      const acc = (choices[c.index] ??= { text: '', finish_reason: null, tokens: [] });
+      acc.text += c.text;
+      if (c.finish_reason) acc.finish_reason = c.finish_reason;
+      if (c.logprobs) acc.tokens.push(...c.logprobs.tokens);
+    }
+  }
+  return { choices, usage, chunks };
+}
+
+const prompt = 'In the beginning God';
+
+run({
+  async 'text prompt: streamed text equals non-streamed text, chunk by chunk'() {
+    const params = { prompt, max_tokens: 40, temperature: 0.8, seed: 11 };
+    const whole = await client.completions.create({ model, ...params });
+    assert.ok(whole.choices[0].text.length > 20);
+    const s = await streamed(params);
+    assert.equal(s.choices[0].text, whole.choices[0].text);
+    assert.equal(s.choices[0].finish_reason, whole.choices[0].finish_reason);
+    assert.deepEqual(s.usage, whole.usage);
+    assert.ok(s.chunks > 3, 'the text arrives in pieces');
+  },
+
+  async 'n > 1 with a seed: choices differ, streamed equals non-streamed'() {
+    const params = { prompt, max_tokens: 24, temperature: 1.0, seed: 3, n: 3 };
+    const whole = await client.completions.create({ model, ...params });
+    const s = await streamed(params);
+    for (let i = 0; i < 3; i++) assert.equal(s.choices[i].text, whole.choices[i].text);
+    assert.ok(new Set(whole.choices.map((c) => c.text)).size > 1);
+  },
+
+  async 'a stop string spanning tokens ends the text right before it'() {
+    const base_params = { prompt, max_tokens: 40, temperature: 0 };
+    const full = (await client.completions.create({ model, ...base_params })).choices[0].text;
+    // A stop string that starts inside one token and ends inside a later one.
+    const start = Math.floor(full.length / 3);
+    const stop = full.slice(start + 1, start + 7);
+    const expected = full.slice(0, full.indexOf(stop));
+    const whole = await client.completions.create({ model, ...base_params, stop: [stop, 'never appears'] });
+    assert.equal(whole.choices[0].text, expected);
+    assert.equal(whole.choices[0].finish_reason, 'stop');
+    assert.ok(whole.usage.completion_tokens < 40);
+    const s = await streamed({ ...base_params, stop: [stop, 'never appears'] });
+    assert.equal(s.choices[0].text, expected);
+    assert.equal(s.usage.completion_tokens, whole.usage.completion_tokens);
+  },
+
+  async 'logprobs name the tokens by their text'() {
+    const r = await client.completions.create({ model, prompt, max_tokens: 8, temperature: 0, logprobs: 2 });
+    const lp = r.choices[0].logprobs;
+    assert.equal(lp.tokens.join(''), r.choices[0].text);
+    assert.equal(lp.text_offset[0], 0);
+    for (let i = 1; i < lp.tokens.length; i++) assert.equal(lp.text_offset[i], lp.text_offset[i - 1] + lp.tokens[i - 1].length);
+    const s = await streamed({ prompt, max_tokens: 8, temperature: 0, logprobs: 2 });
+    assert.deepEqual(s.choices[0].tokens, lp.tokens);
+  },
+
+  async 'no KV blocks are left in use'() {
+    assert.equal(await idle_blocks(base), 0);
+  },
+});

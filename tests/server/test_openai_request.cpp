@@ -1,0 +1,131 @@
+#include <gtest/gtest.h>
+
+#include "server/api_error.h"
+#include "server/openai_request.h"
+
+using namespace tessera;
+using namespace tessera::server;
+using nlohmann::json;
+
+namespace {
+
+// The param an invalid body is rejected for (400), or "" when it is accepted.
+std::string rejected_param(const json& body, Endpoint e = Endpoint::Completion) {
+  try {
+    if (e == Endpoint::Chat)
+      parse_chat_request(body, {});
+    else
+      parse_completion_request(body, {});
+  } catch (const ApiError& err) {
+    EXPECT_EQ(err.status(), 400) << err.what();
+    return err.param().empty() ? "<none>" : err.param();
+  }
+  return "";
+}
+
+TEST(OpenAiRequest, CompletionFieldsOverrideTheModelDefaults) {
+  SamplingParams defaults;
+  defaults.temperature = 0.6f;
+  defaults.top_k = 20;
+  auto r =
+      parse_completion_request(json::parse(R"({"prompt": [1, 2, 3], "top_p": 0.5, "max_tokens": 7, "n": 2,
+      "seed": 9, "stop": "x", "logprobs": 2, "logit_bias": {"5": -100}, "stop_token_ids": [4]})"),
+                               defaults);
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.6f);
+  EXPECT_EQ(r.params.top_k, 20);
+  EXPECT_FLOAT_EQ(r.params.top_p, 0.5f);
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_EQ(r.n, 2);
+  EXPECT_EQ(r.seed, 9u);
+  EXPECT_EQ(r.stop, std::vector<std::string>{"x"});
+  EXPECT_EQ(r.params.logprobs, 2);
+  ASSERT_EQ(r.params.logit_bias.size(), 1u);
+  EXPECT_EQ(r.params.logit_bias[0].first, 5);
+  EXPECT_EQ(r.stop_token_ids, std::vector<int32_t>{4});
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_FALSE(r.prompts[0].is_text);
+}
+
+TEST(OpenAiRequest, PromptShapes) {
+  auto r = parse_completion_request(json::parse(R"({"prompt": ["a", [4, 5], "b"]})"), {});
+  ASSERT_EQ(r.prompts.size(), 3u);
+  EXPECT_TRUE(r.prompts[0].is_text);
+  EXPECT_EQ(r.prompts[1].ids, (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(r.prompts[2].text, "b");
+  EXPECT_EQ(parse_completion_request(json::parse(R"({"prompt": "hi"})"), {}).prompts[0].text, "hi");
+}
+
+TEST(OpenAiRequest, NullMeansUnset) {
+  auto r = parse_completion_request(
+      json::parse(R"({"prompt": [1], "temperature": null, "max_tokens": null})"), {});
+  EXPECT_FLOAT_EQ(r.params.temperature, 1.0f);
+  EXPECT_FALSE(r.max_tokens);
+}
+
+TEST(OpenAiRequest, MaxCompletionTokensWinsOverMaxTokens) {
+  auto r = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}],
+      "max_tokens": 5, "max_completion_tokens": 9, "logprobs": true, "top_logprobs": 3,
+      "chat_template_kwargs": {"enable_thinking": false}, "stream": true, "stream_options": {"include_usage": true}})"),
+                              {});
+  EXPECT_EQ(r.max_tokens, 9);
+  EXPECT_EQ(r.params.logprobs, 3);
+  EXPECT_EQ(r.chat.template_kwargs["enable_thinking"], false);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.chat.add_generation_prompt);
+}
+
+TEST(OpenAiRequest, ChatKeepsTheClientsKeyOrderForTheTemplate) {
+  std::string raw = R"({"messages": [{"role": "user", "content": "x"}],
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {"zeta": 1, "alpha": 2}}}]})";
+  auto r = parse_chat_request(json::parse(raw), {}, raw);
+  EXPECT_EQ(r.chat.tools[0]["function"]["parameters"].dump(), R"({"zeta":1,"alpha":2})");
+  EXPECT_EQ(r.chat.messages[0].dump(), R"({"role":"user","content":"x"})");
+  EXPECT_TRUE(r.chat.template_kwargs.is_object());
+}
+
+TEST(OpenAiRequest, WrongTypesAndRangesNameTheField) {
+  json ok = {{"prompt", {1, 2}}};
+  auto with = [&](const char* k, json v) {
+    json b = ok;
+    b[k] = std::move(v);
+    return b;
+  };
+  EXPECT_EQ(rejected_param(ok), "");
+  EXPECT_EQ(rejected_param(json::array()), "<none>");
+  EXPECT_EQ(rejected_param(json::object()), "prompt");
+  EXPECT_EQ(rejected_param(with("temperature", "1")), "temperature");
+  EXPECT_EQ(rejected_param(with("temperature", 2.5)), "temperature");
+  EXPECT_EQ(rejected_param(with("top_p", 0)), "top_p");
+  EXPECT_EQ(rejected_param(with("max_tokens", 0)), "max_tokens");
+  EXPECT_EQ(rejected_param(with("max_tokens", 1.5)), "max_tokens");
+  EXPECT_EQ(rejected_param(with("max_tokens", 1e30)), "max_tokens");
+  EXPECT_EQ(rejected_param(with("n", 0)), "n");
+  EXPECT_EQ(rejected_param(with("stop", json::array({1}))), "stop");
+  EXPECT_EQ(rejected_param(with("logit_bias", {{"x", 1}})), "logit_bias");
+  EXPECT_EQ(rejected_param(with("logit_bias", {{"3", "1"}})), "logit_bias");
+  EXPECT_EQ(rejected_param(with("prompt", json::array())), "prompt");
+  EXPECT_EQ(rejected_param(with("prompt", {1, "a"})), "prompt");
+  EXPECT_EQ(rejected_param(with("prompt", {-1})), "prompt");
+  EXPECT_EQ(rejected_param(with("prompt", {1.5})), "prompt");
+  EXPECT_EQ(rejected_param(with("stream_options", {{"include_usage", true}})), "stream_options");
+  EXPECT_EQ(rejected_param(with("response_format", {{"type", "json_schema"}})), "response_format");
+  EXPECT_EQ(rejected_param(with("response_format", {{"type", "text"}})), "");
+  EXPECT_EQ(rejected_param(with("echo", true)), "echo");
+  EXPECT_EQ(rejected_param({{"messages", "hi"}}, Endpoint::Chat), "messages");
+  EXPECT_EQ(rejected_param({{"messages", {{{"content", "x"}}}}}, Endpoint::Chat), "messages");
+  EXPECT_EQ(rejected_param({{"messages", {{{"role", "user"}, {"content", 5}}}}}, Endpoint::Chat), "messages");
+  EXPECT_EQ(rejected_param({{"messages", {{{"role", "user"}}}}, {"top_logprobs", 2}}, Endpoint::Chat),
+            "top_logprobs");
+}
+
+TEST(OpenAiRequest, ErrorBodyHasOpenAisShape) {
+  json e = ApiError(404, "no such model", "model").to_json();
+  EXPECT_EQ(e["error"]["message"], "no such model");
+  EXPECT_EQ(e["error"]["type"], "not_found_error");
+  EXPECT_EQ(e["error"]["param"], "model");
+  EXPECT_EQ(e["error"]["code"], 404);
+}
+
+}  // namespace
