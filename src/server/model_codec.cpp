@@ -11,7 +11,7 @@ namespace {
 
 class Decoder : public TextDecoder {
  public:
-  explicit Decoder(const Tokenizer& tok) : dec_(tok, /*skip_special=*/true) {}
+  Decoder(const Tokenizer& tok, bool keep_special) : dec_(tok, /*skip_special=*/!keep_special) {}
   std::string push(int32_t id) override { return dec_.push(id); }
   std::string flush() override { return dec_.flush(); }
 
@@ -57,7 +57,9 @@ class ModelCodec : public TextCodec {
   std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const override {
     return add_special_tokens ? encode_prompt_(text) : tok_.encode(text, false);
   }
-  std::unique_ptr<TextDecoder> decoder() const override { return std::make_unique<Decoder>(tok_); }
+  std::unique_ptr<TextDecoder> decoder(bool keep_special) const override {
+    return std::make_unique<Decoder>(tok_, keep_special);
+  }
   std::string token_text(int32_t id) const override { return tok_.decode(std::span<const int32_t>(&id, 1)); }
 
   std::string render_chat(const ChatInput& in) const override {

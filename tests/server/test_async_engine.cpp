@@ -77,7 +77,7 @@ class LetterCodec : public TextCodec {
     std::string flush() override { return ""; }
   };
   std::vector<int32_t> encode(const std::string&, bool) const override { return {}; }
-  std::unique_ptr<TextDecoder> decoder() const override { return std::make_unique<Decoder>(); }
+  std::unique_ptr<TextDecoder> decoder(bool) const override { return std::make_unique<Decoder>(); }
   std::string token_text(int32_t id) const override { return std::string(1, char('a' + id % 26)); }
   std::string render_chat(const ChatInput&) const override { return ""; }
 };
