@@ -51,7 +51,7 @@ function whole(r) {
   const msg = r.choices[0].message;
   return {
     role: msg.role,
-    content: msg.content ?? null,
+    content: msg.content || null, // a stream cannot tell "" from none
     reasoning_content: msg.reasoning_content ?? null,
     tool_calls: msg.tool_calls ?? [],
     finish_reason: r.choices[0].finish_reason,
@@ -108,14 +108,14 @@ const parsed = {
 
   async 'a stop string inside the reasoning: no content leaks'() {
     const m = await both({ stop: ['weather'] });
-    assert.equal(m.reasoning_content, 'Checking the ');
+    assert.equal(m.reasoning_content, 'Checking the'); // reasoning is trimmed
     assert.equal(m.content, null);
     assert.equal(m.tool_calls.length, 0);
     assert.equal(m.finish_reason, 'stop');
   },
 
   async 'max_tokens inside the call: the call is dropped, finish_reason length'() {
-    const m = await both({ max_tokens: 5 });
+    const m = await both({ max_tokens: 5 }); // ends after '{"name": "get_weather", '
     assert.equal(m.reasoning_content, 'Checking the weather.');
     assert.equal(m.tool_calls.length, 0);
     assert.equal(m.finish_reason, 'length');
