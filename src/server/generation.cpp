@@ -30,6 +30,7 @@ Generation::Generation(AsyncEngine& engine, const TextCodec* codec, std::vector<
       tools::ParserOptions o = *parser;
       o.call_id_prefix += std::to_string(choices_.size() - 1) + "_";
       c.parser = tools::make_parser(o);
+      c.content_filter = std::make_unique<SpecialTextFilter>(codec->special_texts());
     }
     reqs.push_back(std::move(s.request));
   }
@@ -97,8 +98,14 @@ void Generation::emit(Choice& c, ChoiceDelta& d, const std::string& text) {
   d.text += text;
   c.text_len += text.size();
   if (!c.parser || text.empty()) return;
-  tools::Delta p = c.parser->feed(text);
+  add_parsed(c, d, c.parser->feed(text), false);
+}
+
+// Parser output into the delta; its content without special tokens' text (`last` flushes).
+void Generation::add_parsed(Choice& c, ChoiceDelta& d, tools::Delta p, bool last) {
   c.has_calls = c.has_calls || !p.tool_calls.empty();
+  p.content = c.content_filter->push(p.content);
+  if (last) p.content += c.content_filter->flush();
   d.parsed.append(std::move(p));
 }
 
@@ -106,9 +113,7 @@ void Generation::finish(Choice& c, ChoiceDelta& d, const std::string& reason) {
   std::string r = reason;
   if (c.parser) {
     // A call cut by max_tokens is dropped with a warning; the reason stays "length".
-    tools::Delta p = c.parser->finish(reason == "length");
-    c.has_calls = c.has_calls || !p.tool_calls.empty();
-    d.parsed.append(std::move(p));
+    add_parsed(c, d, c.parser->finish(reason == "length"), true);
     if (c.has_calls && reason == "stop") r = "tool_calls";
   }
   c.finished = true;

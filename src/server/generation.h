@@ -9,6 +9,7 @@
 
 #include "engine/async_engine.h"
 #include "server/metrics.h"
+#include "server/special_text.h"
 #include "server/stop_strings.h"
 #include "server/text_codec.h"
 #include "tools/parser.h"
@@ -84,6 +85,7 @@ class Generation {
     std::unique_ptr<TextDecoder> decoder;
     StopMatcher stop;
     std::unique_ptr<tools::StreamParser> parser;
+    std::unique_ptr<SpecialTextFilter> content_filter;  // with a parser
     bool has_calls = false;
     size_t text_len = 0;
     bool finished = false;
@@ -93,6 +95,7 @@ class Generation {
   void consume(StreamEvent& e, ChoiceDelta& d);
   void finish(Choice& c, ChoiceDelta& d, const std::string& reason);
   void emit(Choice& c, ChoiceDelta& d, const std::string& text);
+  void add_parsed(Choice& c, ChoiceDelta& d, tools::Delta p, bool last);
 
   AsyncEngine& engine_;
   const TextCodec* codec_;

@@ -52,7 +52,12 @@ class ModelCodec : public TextCodec {
  public:
   using PromptEncoder = std::function<std::vector<int32_t>(const std::string&)>;
   ModelCodec(const Tokenizer& tok, PromptEncoder encode_prompt, std::optional<ChatTemplate> chat)
-      : tok_(tok), encode_prompt_(std::move(encode_prompt)), chat_(std::move(chat)) {}
+      : tok_(tok), encode_prompt_(std::move(encode_prompt)), chat_(std::move(chat)) {
+    for (int32_t id = 0; id < tok_.vocab_size(); ++id)
+      if (tok_.is_special(id))
+        if (std::string t = token_text(id); !t.empty()) special_.push_back(std::move(t));
+  }
+  const std::vector<std::string>& special_texts() const override { return special_; }
 
   std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const override {
     return add_special_tokens ? encode_prompt_(text) : tok_.encode(text, false);
@@ -76,6 +81,7 @@ class ModelCodec : public TextCodec {
   const Tokenizer& tok_;
   PromptEncoder encode_prompt_;
   std::optional<ChatTemplate> chat_;
+  std::vector<std::string> special_;
 };
 
 }  // namespace
