@@ -9,6 +9,7 @@
 #include "server/openai_response.h"
 #include "server/server_state.h"
 #include "server/stream_writer.h"
+#include "tools/log.h"
 #include "tools/registry.h"
 
 namespace tessera::server {
@@ -126,9 +127,25 @@ void log_request(const Server::State& st, const ResponseContext& ctx, const Gene
       g.finish_reasons().c_str());
 }
 
+// Parser warnings (a dropped call) raised on this thread name the response they belong to.
+class WarningTag {
+ public:
+  explicit WarningTag(const std::string& id)
+      : old_(tools::set_warning_sink([id](std::string_view m) {
+          std::fprintf(stderr, "%s: warning: %.*s\n", id.c_str(), int(m.size()), m.data());
+        })) {}
+  ~WarningTag() { tools::set_warning_sink(std::move(old_)); }
+  WarningTag(const WarningTag&) = delete;
+  WarningTag& operator=(const WarningTag&) = delete;
+
+ private:
+  tools::WarningSink old_;
+};
+
 void respond_whole(Server::State& st, const ResponseContext& ctx, Generation& g, httplib::Response& res,
                    Clock::time_point t0) {
   std::vector<ChoiceDelta> acc;
+  WarningTag tag(ctx.id);
   while (!g.done())
     for (const ChoiceDelta& d : g.next(kPoll)) {
       if (size_t(d.index) >= acc.size()) acc.resize(size_t(d.index) + 1);
@@ -160,6 +177,7 @@ StreamWriter::Pump stream_some(StreamState& s, httplib::DataSink& sink) {
   using Pump = StreamWriter::Pump;
   auto write = [&](const std::string& data) { return sink.write(data.data(), data.size()); };
   std::vector<ChoiceDelta> deltas;
+  WarningTag tag(s.ctx.id);
   try {
     deltas = s.gen->next(std::chrono::milliseconds(0));
   } catch (const ApiError& e) {
