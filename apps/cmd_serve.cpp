@@ -62,8 +62,8 @@ SamplingParams default_sampling(const HfConfig& cfg) {
 
 // The parser formats: the flags, else what the model's chat template and tokens show ("none"
 // turns a kind off). Unknown names fail here, before the model loads.
-void resolve_parsers(const std::string& model_dir, const std::string& tool_flag, const std::string& reasoning_flag,
-                     server::ModelInfo& info) {
+void resolve_parsers(const std::string& model_dir, const std::string& tool_flag,
+                     const std::string& reasoning_flag, server::ModelInfo& info) {
   tools::FormatGuess guess;
   if (tool_flag.empty() || reasoning_flag.empty()) {
     try {
@@ -140,8 +140,9 @@ int run(int argc, char** argv) {
   app.add_option("--max-body-size", sc.max_body_bytes, "Largest request body in bytes (then 413)")
       ->capture_default_str();
   std::string tool_parser, reasoning_parser;
-  app.add_option("--tool-parser", tool_parser,
-                 "Tool-call format of chat output (e.g. hermes; none: off; default: inferred from the model)");
+  app.add_option(
+      "--tool-parser", tool_parser,
+      "Tool-call format of chat output (e.g. hermes; none: off; default: inferred from the model)");
   app.add_option("--reasoning-parser", reasoning_parser,
                  "Reasoning format of chat output (e.g. qwen3; none: off; default: inferred from the model)");
   bool quiet = false;

@@ -189,7 +189,8 @@ StreamWriter::Pump stream_some(StreamState& s, httplib::DataSink& sink) {
   }
   for (const ChoiceDelta& d : deltas) {
     // Nothing the client asked to see (text held back for a stop string, ids not requested).
-    bool visible = (s.ctx.parsed ? !d.parsed.empty() : !d.text.empty()) || !d.finish_reason.empty() || (s.ctx.logprobs && !d.logprobs.empty()) ||
+    bool visible = (s.ctx.parsed ? !d.parsed.empty() : !d.text.empty()) || !d.finish_reason.empty() ||
+                   (s.ctx.logprobs && !d.logprobs.empty()) ||
                    (s.ctx.return_token_ids && !d.token_ids.empty());
     if (!visible) continue;
     bool first = !s.started[size_t(d.index)];

@@ -201,7 +201,7 @@ GenerationRequest parse_chat_request(const json& body, const SamplingParams& def
     bool named = c->is_object() && c->contains("function") && (*c)["function"].is_object() &&
                  (*c)["function"].contains("name") && (*c)["function"]["name"].is_string();
     if (!(c->is_string() && (*c == "auto" || *c == "none" || *c == "required")) && !named)
-      bad("tool_choice", "must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      bad("tool_choice", "must be \"auto\", \"none\", \"required\" or a named function");
     r.tool_choice = *c;
   }
   r.parallel_tool_calls = boolean(body, "parallel_tool_calls").value_or(true);

@@ -14,7 +14,9 @@ std::string SpecialTextFilter::push(std::string_view text) {
   return drain(false);
 }
 
-std::string SpecialTextFilter::flush() { return drain(true); }
+std::string SpecialTextFilter::flush() {
+  return drain(true);
+}
 
 std::string SpecialTextFilter::drain(bool at_end) {
   std::string out;

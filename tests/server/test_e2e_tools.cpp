@@ -25,12 +25,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kPieces = {"<think>", "Checking the weather.", "</think>", "<tool_call>",
-                                          R"({"name": "get_weather", )", R"("arguments": {"city": "Paris"}})",
-                                          "</tool_call>"};
+const std::vector<std::string> kPieces = {
+    "<think>",     "Checking the weather.",       "</think>",
+    "<tool_call>", R"({"name": "get_weather", )", R"("arguments": {"city": "Paris"}})",
+    "</tool_call>"};
 const std::set<std::string> kSpecial = {"<think>", "</think>", "<tool_call>", "</tool_call>"};
 
-fs::path llama() { return fixtures_dir() / "models" / "llama"; }
+fs::path llama() {
+  return fixtures_dir() / "models" / "llama";
+}
 
 // A prompt of three ids whose greedy continuation has kPieces.size() + 1 distinct tokens, none
 // of them in the prompt: {prompt..., continuation...}.
@@ -39,8 +42,11 @@ std::pair<std::vector<int>, std::vector<int>> find_prompt(const std::string& bas
   size_t need = kPieces.size() + 1;
   for (int p = 10; p < 300; p += 7) {
     std::vector<int> prompt = {p, p + 1, p + 2};
-    json body = {{"prompt", prompt}, {"max_tokens", need}, {"temperature", 0},
-                 {"ignore_eos", true}, {"return_token_ids", true}};
+    json body = {{"prompt", prompt},
+                 {"max_tokens", need},
+                 {"temperature", 0},
+                 {"ignore_eos", true},
+                 {"return_token_ids", true}};
     auto res = cli.Post("/v1/completions", body.dump(), "application/json");
     if (!res || res->status != 200) return {};
     std::vector<int> cont = json::parse(res->body)["choices"][0]["token_ids"].get<std::vector<int>>();
@@ -52,7 +58,9 @@ std::pair<std::vector<int>, std::vector<int>> find_prompt(const std::string& bas
   return {};
 }
 
-void write_json(const fs::path& path, const json& j) { std::ofstream(path) << j.dump(2); }
+void write_json(const fs::path& path, const json& j) {
+  std::ofstream(path) << j.dump(2);
+}
 
 // The model directory described at the top of the file.
 fs::path write_model(const std::vector<int>& prompt, const std::vector<int>& cont) {
@@ -75,12 +83,21 @@ fs::path write_model(const std::vector<int>& prompt, const std::vector<int>& con
   for (int i = 0; i < vocab_size; ++i) {
     const std::string& n = names[size_t(i)];
     vocab[n] = i;
-    added.push_back({{"id", i}, {"content", n}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
-                     {"normalized", false}, {"special", kSpecial.count(n) > 0 || i == eos}});
+    added.push_back({{"id", i},
+                     {"content", n},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", kSpecial.count(n) > 0 || i == eos}});
   }
   write_json(dir / "tokenizer.json",
-             {{"version", "1.0"}, {"added_tokens", added}, {"normalizer", nullptr}, {"pre_tokenizer", nullptr},
-              {"post_processor", nullptr}, {"decoder", {{"type", "Fuse"}}},
+             {{"version", "1.0"},
+              {"added_tokens", added},
+              {"normalizer", nullptr},
+              {"pre_tokenizer", nullptr},
+              {"post_processor", nullptr},
+              {"decoder", {{"type", "Fuse"}}},
               {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}});
   std::string tmpl = "{# Tools are called as <tool_call>{\"name\": ..., \"arguments\": ...}</tool_call>. #}";
   for (int id : prompt) tmpl += names[size_t(id)];
@@ -110,15 +127,16 @@ TEST(ServerE2E, OpenAiClientToolCallsAndReasoning) {
   // The call cut by max_tokens was dropped with a warning naming the response (both requests).
   std::string log = srv.log();
   size_t dropped = 0;
-  for (size_t p = 0; (p = log.find("dropped: <tool_call>{\"name\": \"get_weather\", ", p)) !=
-                     std::string::npos;
+  for (size_t p = 0;
+       (p = log.find("dropped: <tool_call>{\"name\": \"get_weather\", ", p)) != std::string::npos;
        ++p, ++dropped)
     EXPECT_EQ(log.compare(log.rfind('\n', p) + 1, 8, "chatcmpl"), 0) << log;
   EXPECT_EQ(dropped, 2u) << log;
   EXPECT_EQ(srv.stop(), 0) << srv.log();
 
   // --tool-parser none / --reasoning-parser none: plain content, special tokens skipped as before.
-  ServerProcess off("-m " + dir.string() + " -t 1 --kv-cache-memory 8MiB --tool-parser none --reasoning-parser none");
+  ServerProcess off("-m " + dir.string() +
+                    " -t 1 --kv-cache-memory 8MiB --tool-parser none --reasoning-parser none");
   ASSERT_TRUE(off.wait_healthy()) << off.log();
   NodeResult o = run_node("tools_client.js", off.base_url() + " tool-llama parsers-off");
   EXPECT_EQ(o.exit_code, 0) << o.output;

@@ -132,7 +132,8 @@ TEST(OpenAiRequest, ToolChoiceAndParallelToolCalls) {
   for (const char* mode : {"auto", "none", "required"})
     EXPECT_EQ(rejected_param({{"messages", msgs}, {"tool_choice", mode}}, Endpoint::Chat), "");
   for (json bad : {json("sometimes"), json(3), json{{"type", "function"}}, json{{"function", {{"name", 1}}}}})
-    EXPECT_EQ(rejected_param({{"messages", msgs}, {"tool_choice", bad}}, Endpoint::Chat), "tool_choice") << bad;
+    EXPECT_EQ(rejected_param({{"messages", msgs}, {"tool_choice", bad}}, Endpoint::Chat), "tool_choice")
+        << bad;
   EXPECT_EQ(rejected_param({{"messages", msgs}, {"parallel_tool_calls", "yes"}}, Endpoint::Chat),
             "parallel_tool_calls");
 }
