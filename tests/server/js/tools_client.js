@@ -83,6 +83,14 @@ const parsed = {
     assert.equal(m.finish_reason, 'tool_calls');
   },
 
+  async 'n > 1: each choice has its own call, ids unique'() {
+    const r = await client.chat.completions.create({ model, messages, tools, temperature: 0, n: 2 });
+    assert.equal(r.choices.length, 2);
+    const ids = r.choices.map((c) => c.message.tool_calls[0].id);
+    assert.notEqual(ids[0], ids[1]);
+    for (const c of r.choices) assert.equal(c.finish_reason, 'tool_calls');
+  },
+
   async 'tool_choice required, a named function, parallel_tool_calls false'() {
     for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
       const m = await both({ tool_choice, parallel_tool_calls: false });
