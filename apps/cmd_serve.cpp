@@ -15,6 +15,8 @@
 #include "model_options.h"
 #include "server/model_codec.h"
 #include "server/server.h"
+#include "tools/model_markers.h"
+#include "tools/parser.h"
 
 namespace tessera::app {
 namespace {
@@ -56,6 +58,29 @@ SamplingParams default_sampling(const HfConfig& cfg) {
   p.min_p = num("min_p", 0.0f);
   p.repetition_penalty = num("repetition_penalty", 1.0f);
   return p;
+}
+
+// The parser formats: the flags, else what the model's chat template and tokens show ("none"
+// turns a kind off). Unknown names fail here, before the model loads.
+void resolve_parsers(const std::string& model_dir, const std::string& tool_flag,
+                     const std::string& reasoning_flag, server::ModelInfo& info) {
+  tools::FormatGuess guess;
+  if (tool_flag.empty() || reasoning_flag.empty()) {
+    try {
+      guess = tools::infer_model_format(model_dir);
+    } catch (const Error&) {
+      // No chat template or tokenizer files: nothing to infer (chat is then unavailable anyway).
+    }
+  }
+  auto pick = [](const std::string& flag, const std::string& inferred) {
+    return flag == "none" ? std::string() : flag.empty() ? inferred : flag;
+  };
+  info.tool_format = pick(tool_flag, guess.tool);
+  info.reasoning_format = pick(reasoning_flag, guess.reasoning);
+  tools::ParserOptions o;
+  o.tool_format = info.tool_format;
+  o.reasoning_format = info.reasoning_format;
+  tools::make_parser(o);  // throws naming an unknown format
 }
 
 // Loads the model, showing the elapsed time on a terminal.
@@ -114,6 +139,12 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-body-size", sc.max_body_bytes, "Largest request body in bytes (then 413)")
       ->capture_default_str();
+  std::string tool_parser, reasoning_parser;
+  app.add_option(
+      "--tool-parser", tool_parser,
+      "Tool-call format of chat output (e.g. hermes; none: off; default: inferred from the model)");
+  app.add_option("--reasoning-parser", reasoning_parser,
+                 "Reasoning format of chat output (e.g. qwen3; none: off; default: inferred from the model)");
   bool quiet = false;
   app.add_flag("--no-log-requests", quiet, "Do not log a line per finished request");
   CLI11_PARSE(app, argc, argv);
@@ -136,6 +167,9 @@ int run(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  server::ModelInfo info;
+  resolve_parsers(mo.model_dir, tool_parser, reasoning_parser, info);
+
   server::Server srv(sc);
   int port = srv.start();
   std::fprintf(stderr, "listening on http://%s:%d (model loading)\n", sc.host.c_str(), port);
@@ -143,7 +177,6 @@ int run(int argc, char** argv) {
   auto t0 = Clock::now();
   LoadedRuntime rt = load_with_progress(mo);
   auto engine = std::make_unique<Engine>(*rt.loaded.model, *rt.backend, ec);
-  server::ModelInfo info;
   info.vocab_size = rt.loaded.model->vocab_size();
   info.max_model_len = engine->max_model_len();
   info.kv_capacity_tokens = int64_t(engine->blocks().num_blocks()) * engine->blocks().block_size();
@@ -157,6 +190,10 @@ int run(int argc, char** argv) {
                                      [&rt](const std::string& text) { return rt.encode_prompt(text); })
           : nullptr;
   if (!codec) std::fprintf(stderr, "no tokenizer.json: prompts must be token ids\n");
+  if (codec && !(info.tool_format.empty() && info.reasoning_format.empty()))
+    std::fprintf(stderr, "chat output parsing: tool calls '%s', reasoning '%s'\n",
+                 info.tool_format.empty() ? "none" : info.tool_format.c_str(),
+                 info.reasoning_format.empty() ? "none" : info.reasoning_format.c_str());
   AsyncEngine async(std::move(engine));
   srv.set_model(async, codec.get(), info);
   std::fprintf(stderr, "loaded %s (%s) in %.2f s: context %d, %d KV blocks (%lld tokens); serving '%s'\n",

@@ -9,6 +9,8 @@
 #include "server/openai_response.h"
 #include "server/server_state.h"
 #include "server/stream_writer.h"
+#include "tools/log.h"
+#include "tools/registry.h"
 
 namespace tessera::server {
 namespace {
@@ -17,7 +19,9 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kPoll{200};
 
-std::vector<std::vector<int32_t>> tokenize_prompts(const Server::State& st, const GenerationRequest& r) {
+// `rendered`: the chat prompt as text (whether it opens a reasoning block matters to parsing).
+std::vector<std::vector<int32_t>> tokenize_prompts(const Server::State& st, const GenerationRequest& r,
+                                                   std::string& rendered) {
   std::vector<std::vector<int32_t>> out;
   const TextCodec* codec = st.codec;
   try {
@@ -26,7 +30,8 @@ std::vector<std::vector<int32_t>> tokenize_prompts(const Server::State& st, cons
         throw ApiError(400,
                        "this model has no tokenizer or chat template; use /v1/completions with token ids");
       // The template writes any BOS itself, so special tokens are not added a second time.
-      out.push_back(codec->encode(codec->render_chat(r.chat), false));
+      rendered = codec->render_chat(r.chat);
+      out.push_back(codec->encode(rendered, false));
     } else {
       for (const auto& p : r.prompts) {
         if (!p.is_text)
@@ -88,6 +93,26 @@ std::vector<ChoiceSpec> build_choices(const Server::State& st, const GenerationR
   return out;
 }
 
+// Chat output is parsed when the model has a tool-call or reasoning format.
+std::optional<tools::ParserOptions> parser_options(const Server::State& st, const GenerationRequest& r,
+                                                   const std::string& rendered, const std::string& id) {
+  if (r.endpoint != Endpoint::Chat || !st.codec) return std::nullopt;
+  if (st.info.tool_format.empty() && st.info.reasoning_format.empty()) return std::nullopt;
+  tools::ParserOptions o;
+  o.tool_format = st.info.tool_format;
+  o.reasoning_format = st.info.reasoning_format;
+  if (!r.chat.tools.is_null()) o.tools = json::parse(r.chat.tools.dump());
+  try {
+    o.tool_choice = tools::ToolChoice::from_json(r.tool_choice);
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "tool_choice");
+  }
+  o.parallel_tool_calls = r.parallel_tool_calls;
+  o.starts_in_reasoning = tools::prompt_opens_reasoning(rendered, o.reasoning_format);
+  o.call_id_prefix = "call_" + id + "_";  // ids unique across requests
+  return o;
+}
+
 void log_request(const Server::State& st, const ResponseContext& ctx, const Generation& g,
                  Clock::time_point t0) {
   if (!st.cfg.log_requests) return;
@@ -102,9 +127,25 @@ void log_request(const Server::State& st, const ResponseContext& ctx, const Gene
       g.finish_reasons().c_str());
 }
 
+// Parser warnings (a dropped call) raised on this thread name the response they belong to.
+class WarningTag {
+ public:
+  explicit WarningTag(const std::string& id)
+      : old_(tools::set_warning_sink([id](std::string_view m) {
+          std::fprintf(stderr, "%s: warning: %.*s\n", id.c_str(), int(m.size()), m.data());
+        })) {}
+  ~WarningTag() { tools::set_warning_sink(std::move(old_)); }
+  WarningTag(const WarningTag&) = delete;
+  WarningTag& operator=(const WarningTag&) = delete;
+
+ private:
+  tools::WarningSink old_;
+};
+
 void respond_whole(Server::State& st, const ResponseContext& ctx, Generation& g, httplib::Response& res,
                    Clock::time_point t0) {
   std::vector<ChoiceDelta> acc;
+  WarningTag tag(ctx.id);
   while (!g.done())
     for (const ChoiceDelta& d : g.next(kPoll)) {
       if (size_t(d.index) >= acc.size()) acc.resize(size_t(d.index) + 1);
@@ -136,6 +177,7 @@ StreamWriter::Pump stream_some(StreamState& s, httplib::DataSink& sink) {
   using Pump = StreamWriter::Pump;
   auto write = [&](const std::string& data) { return sink.write(data.data(), data.size()); };
   std::vector<ChoiceDelta> deltas;
+  WarningTag tag(s.ctx.id);
   try {
     deltas = s.gen->next(std::chrono::milliseconds(0));
   } catch (const ApiError& e) {
@@ -147,7 +189,8 @@ StreamWriter::Pump stream_some(StreamState& s, httplib::DataSink& sink) {
   }
   for (const ChoiceDelta& d : deltas) {
     // Nothing the client asked to see (text held back for a stop string, ids not requested).
-    bool visible = !d.text.empty() || !d.finish_reason.empty() || (s.ctx.logprobs && !d.logprobs.empty()) ||
+    bool visible = (s.ctx.parsed ? !d.parsed.empty() : !d.text.empty()) || !d.finish_reason.empty() ||
+                   (s.ctx.logprobs && !d.logprobs.empty()) ||
                    (s.ctx.return_token_ids && !d.token_ids.empty());
     if (!visible) continue;
     bool first = !s.started[size_t(d.index)];
@@ -182,7 +225,8 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
                      "model");
     if (!st.ready) throw ApiError(503, "the model is loading");
 
-    std::vector<std::vector<int32_t>> prompts = tokenize_prompts(st, r);
+    std::string rendered;
+    std::vector<std::vector<int32_t>> prompts = tokenize_prompts(st, r, rendered);
     std::vector<ChoiceSpec> choices = build_choices(st, r, prompts);
     int capacity = st.info.max_num_seqs + st.cfg.max_queue;
     if (int(choices.size()) > capacity)
@@ -207,10 +251,13 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
     ctx.return_token_ids = r.return_token_ids;
     if (r.return_token_ids) ctx.prompt_ids = prompts;
 
+    std::optional<tools::ParserOptions> parser = parser_options(st, r, rendered, ctx.id);
+    ctx.parsed = parser.has_value();
+
     std::function<void()> on_event;
     if (r.stream) on_event = [w = st.writer.get()] { w->wake(); };
     auto gen = std::make_unique<Generation>(*st.engine, st.codec, std::move(choices), r.stop, st.metrics, t0,
-                                            std::move(on_event));
+                                            std::move(on_event), parser ? &*parser : nullptr);
     if (!r.stream) {
       respond_whole(st, ctx, *gen, res, t0);
       return;

@@ -11,12 +11,13 @@ void ChoiceDelta::append(const ChoiceDelta& d) {
   text += d.text;
   token_ids.insert(token_ids.end(), d.token_ids.begin(), d.token_ids.end());
   logprobs.insert(logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+  parsed.append(tools::Delta(d.parsed));
   if (!d.finish_reason.empty()) finish_reason = d.finish_reason;
 }
 
 Generation::Generation(AsyncEngine& engine, const TextCodec* codec, std::vector<ChoiceSpec> specs,
                        std::vector<std::string> stop, Metrics& metrics, Clock::time_point arrival,
-                       std::function<void()> on_event)
+                       std::function<void()> on_event, const tools::ParserOptions* parser)
     : engine_(engine), codec_(codec), metrics_(metrics), arrival_(arrival) {
   std::vector<Request> reqs;
   for (auto& s : specs) {
@@ -24,7 +25,13 @@ Generation::Generation(AsyncEngine& engine, const TextCodec* codec, std::vector<
     c.prompt_index = s.prompt_index;
     c.num_prompt_tokens = int(s.request.prompt.size());
     c.logprobs = s.request.params.logprobs >= 0;
-    if (codec) c.decoder = codec->decoder();
+    if (codec) c.decoder = codec->decoder(/*keep_special=*/parser != nullptr);
+    if (codec && parser) {
+      tools::ParserOptions o = *parser;
+      o.call_id_prefix += std::to_string(choices_.size() - 1) + "_";
+      c.parser = tools::make_parser(o);
+      c.content_filter = std::make_unique<SpecialTextFilter>(codec->special_texts());
+    }
     reqs.push_back(std::move(s.request));
   }
   stream_ = engine_.submit(std::move(reqs), std::move(on_event));
@@ -71,26 +78,47 @@ void Generation::consume(StreamEvent& e, ChoiceDelta& d) {
     StopMatcher::Result r = c.stop.push(piece);
     d.token_ids.push_back(e.token);
     if (c.logprobs) d.logprobs.push_back({e.token, e.sample.logprob, std::move(e.sample.top), c.text_len});
-    d.text += r.text;
-    c.text_len += r.text.size();
+    emit(c, d, r.text);
     if (r.stopped) {
       stream_->cancel(e.index);
       finish(c, d, "stop");
       return;
     }
   } else if (c.decoder) {
-    d.text += c.stop.push(c.decoder->flush()).text;
+    emit(c, d, c.stop.push(c.decoder->flush()).text);
   }
   if (e.finished) {
-    d.text += c.stop.flush();
+    emit(c, d, c.stop.flush());
     finish(c, d, e.finish_reason == FinishReason::Length ? "length" : "stop");
   }
 }
 
+// Visible text (stop strings already applied) goes to the response, through the parser if any.
+void Generation::emit(Choice& c, ChoiceDelta& d, const std::string& text) {
+  d.text += text;
+  c.text_len += text.size();
+  if (!c.parser || text.empty()) return;
+  add_parsed(c, d, c.parser->feed(text), false);
+}
+
+// Parser output into the delta; its content without special tokens' text (`last` flushes).
+void Generation::add_parsed(Choice& c, ChoiceDelta& d, tools::Delta p, bool last) {
+  c.has_calls = c.has_calls || !p.tool_calls.empty();
+  p.content = c.content_filter->push(p.content);
+  if (last) p.content += c.content_filter->flush();
+  d.parsed.append(std::move(p));
+}
+
 void Generation::finish(Choice& c, ChoiceDelta& d, const std::string& reason) {
+  std::string r = reason;
+  if (c.parser) {
+    // A call cut by max_tokens is dropped with a warning; the reason stays "length".
+    add_parsed(c, d, c.parser->finish(reason == "length"), true);
+    if (c.has_calls && reason == "stop") r = "tool_calls";
+  }
   c.finished = true;
-  c.finish_reason = reason;
-  d.finish_reason = reason;
+  c.finish_reason = r;
+  d.finish_reason = r;
   ++num_done_;
   metrics_.observe_latency(std::chrono::duration<double>(Clock::now() - arrival_).count());
 }

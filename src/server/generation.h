@@ -9,8 +9,10 @@
 
 #include "engine/async_engine.h"
 #include "server/metrics.h"
+#include "server/special_text.h"
 #include "server/stop_strings.h"
 #include "server/text_codec.h"
+#include "tools/parser.h"
 
 namespace tessera::server {
 
@@ -27,10 +29,12 @@ struct ChoiceDelta {
   std::string text;
   std::vector<int32_t> token_ids;
   std::vector<TokenLogprob> logprobs;
-  std::string finish_reason;  // "" while running; "stop" or "length" at the end
+  // With a parser, the text split into content, reasoning and tool calls (`text` stays raw).
+  tools::Delta parsed;
+  std::string finish_reason;  // "" while running; "stop", "length" or "tool_calls" at the end
 
   bool empty() const {
-    return text.empty() && token_ids.empty() && logprobs.empty() && finish_reason.empty();
+    return text.empty() && token_ids.empty() && logprobs.empty() && finish_reason.empty() && parsed.empty();
   }
   void append(const ChoiceDelta& d);
 };
@@ -50,10 +54,12 @@ struct ChoiceSpec {
 class Generation {
  public:
   using Clock = std::chrono::steady_clock;
-  // on_event: see RequestStream (a StreamWriter's wake-up).
+  // on_event: see RequestStream (a StreamWriter's wake-up). parser: when set (and a codec is),
+  // each choice's text, detokenized with special tokens kept, after stop strings, goes through
+  // its own tools::StreamParser (call ids get the choice index added to the prefix).
   Generation(AsyncEngine& engine, const TextCodec* codec, std::vector<ChoiceSpec> choices,
              std::vector<std::string> stop, Metrics& metrics, Clock::time_point arrival,
-             std::function<void()> on_event = {});
+             std::function<void()> on_event = {}, const tools::ParserOptions* parser = nullptr);
   ~Generation();  // cancels whatever still runs (the client left)
   Generation(const Generation&) = delete;
   Generation& operator=(const Generation&) = delete;
@@ -78,6 +84,9 @@ class Generation {
     bool logprobs = false;
     std::unique_ptr<TextDecoder> decoder;
     StopMatcher stop;
+    std::unique_ptr<tools::StreamParser> parser;
+    std::unique_ptr<SpecialTextFilter> content_filter;  // with a parser
+    bool has_calls = false;
     size_t text_len = 0;
     bool finished = false;
     std::string finish_reason;
@@ -85,6 +94,8 @@ class Generation {
   };
   void consume(StreamEvent& e, ChoiceDelta& d);
   void finish(Choice& c, ChoiceDelta& d, const std::string& reason);
+  void emit(Choice& c, ChoiceDelta& d, const std::string& text);
+  void add_parsed(Choice& c, ChoiceDelta& d, tools::Delta p, bool last);
 
   AsyncEngine& engine_;
   const TextCodec* codec_;

@@ -11,7 +11,7 @@ namespace {
 
 class Decoder : public TextDecoder {
  public:
-  explicit Decoder(const Tokenizer& tok) : dec_(tok, /*skip_special=*/true) {}
+  Decoder(const Tokenizer& tok, bool keep_special) : dec_(tok, /*skip_special=*/!keep_special) {}
   std::string push(int32_t id) override { return dec_.push(id); }
   std::string flush() override { return dec_.flush(); }
 
@@ -52,12 +52,19 @@ class ModelCodec : public TextCodec {
  public:
   using PromptEncoder = std::function<std::vector<int32_t>(const std::string&)>;
   ModelCodec(const Tokenizer& tok, PromptEncoder encode_prompt, std::optional<ChatTemplate> chat)
-      : tok_(tok), encode_prompt_(std::move(encode_prompt)), chat_(std::move(chat)) {}
+      : tok_(tok), encode_prompt_(std::move(encode_prompt)), chat_(std::move(chat)) {
+    for (int32_t id = 0; id < tok_.vocab_size(); ++id)
+      if (tok_.is_special(id))
+        if (std::string t = token_text(id); !t.empty()) special_.push_back(std::move(t));
+  }
+  const std::vector<std::string>& special_texts() const override { return special_; }
 
   std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const override {
     return add_special_tokens ? encode_prompt_(text) : tok_.encode(text, false);
   }
-  std::unique_ptr<TextDecoder> decoder() const override { return std::make_unique<Decoder>(tok_); }
+  std::unique_ptr<TextDecoder> decoder(bool keep_special) const override {
+    return std::make_unique<Decoder>(tok_, keep_special);
+  }
   std::string token_text(int32_t id) const override { return tok_.decode(std::span<const int32_t>(&id, 1)); }
 
   std::string render_chat(const ChatInput& in) const override {
@@ -74,6 +81,7 @@ class ModelCodec : public TextCodec {
   const Tokenizer& tok_;
   PromptEncoder encode_prompt_;
   std::optional<ChatTemplate> chat_;
+  std::vector<std::string> special_;
 };
 
 }  // namespace

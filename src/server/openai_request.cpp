@@ -197,6 +197,14 @@ GenerationRequest parse_chat_request(const json& body, const SamplingParams& def
       raw.empty() ? nlohmann::ordered_json::parse(body.dump()) : nlohmann::ordered_json::parse(raw);
   r.chat.messages = ordered["messages"];
   if (field(body, "tools")) r.chat.tools = ordered["tools"];
+  if (const json* c = field(body, "tool_choice")) {
+    bool named = c->is_object() && c->contains("function") && (*c)["function"].is_object() &&
+                 (*c)["function"].contains("name") && (*c)["function"]["name"].is_string();
+    if (!(c->is_string() && (*c == "auto" || *c == "none" || *c == "required")) && !named)
+      bad("tool_choice", "must be \"auto\", \"none\", \"required\" or a named function");
+    r.tool_choice = *c;
+  }
+  r.parallel_tool_calls = boolean(body, "parallel_tool_calls").value_or(true);
   r.chat.template_kwargs = field(body, "chat_template_kwargs") ? ordered["chat_template_kwargs"]
                                                                : nlohmann::ordered_json::object();
   r.chat.add_generation_prompt = boolean(body, "add_generation_prompt").value_or(true);

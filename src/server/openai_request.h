@@ -37,6 +37,8 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
   bool return_token_ids = false;  // extension (vLLM): prompt and generated ids in the response
+  nlohmann::json tool_choice;     // as sent (null: auto)
+  bool parallel_tool_calls = true;
 };
 
 // `defaults` are the model's sampling defaults; fields the request sets override them.

@@ -1,5 +1,7 @@
 #include "server/openai_response.h"
 
+#include "tools/openai.h"
+
 namespace tessera::server {
 namespace {
 
@@ -52,9 +54,15 @@ json finish_json(const ChoiceDelta& d) {
   return d.finish_reason.empty() ? json(nullptr) : json(d.finish_reason);
 }
 
-// The assistant message of a chat choice. Tool-call and reasoning parsing goes here.
-json chat_message(const std::string& text) {
-  return {{"role", "assistant"}, {"content", text}};
+// The assistant message of a chat choice: the parser's deltas folded, or the plain text.
+json chat_message(const ResponseContext& ctx, const ChoiceDelta& c) {
+  if (!ctx.parsed) return {{"role", "assistant"}, {"content", c.text}};
+  tools::MessageBuilder b;
+  b.add(c.parsed);
+  json m = {{"role", "assistant"}};
+  nlohmann::ordered_json parsed = tools::to_openai_message(b.result());
+  for (auto& [k, v] : parsed.items()) m[k] = v;
+  return m;
 }
 
 json envelope(const ResponseContext& ctx, const char* object) {
@@ -77,7 +85,7 @@ json full_response(const ResponseContext& ctx, const std::vector<ChoiceDelta>& c
   for (const auto& c : choices) {
     json j = {{"index", c.index}, {"logprobs", logprobs_json(ctx, c)}, {"finish_reason", finish_json(c)}};
     if (chat)
-      j["message"] = chat_message(c.text);
+      j["message"] = chat_message(ctx, c);
     else
       j["text"] = c.text;
     if (ctx.return_token_ids) j["token_ids"] = c.token_ids;
@@ -96,7 +104,11 @@ json stream_chunk(const ResponseContext& ctx, const ChoiceDelta& d, bool first) 
   if (chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
-    if (!d.text.empty() || first) delta["content"] = d.text;
+    if (ctx.parsed) {
+      nlohmann::ordered_json parsed = tools::to_openai_delta(d.parsed);
+      for (auto& [k, v] : parsed.items()) delta[k] = v;
+    } else if (!d.text.empty() || first)
+      delta["content"] = d.text;
     c["delta"] = std::move(delta);
   } else {
     c["text"] = d.text;

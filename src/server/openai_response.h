@@ -1,5 +1,5 @@
 // Building OpenAI response bodies and SSE chunks from choice deltas. A chat message is built in
-// one place (chat_message), where tool-call and reasoning parsers will split the text.
+// one place (chat_message), from the raw text or, with a parser, from its deltas.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -20,6 +20,7 @@ struct ResponseContext {
   bool logprobs = false;
   bool return_token_ids = false;
   std::vector<std::vector<int32_t>> prompt_ids;  // per prompt, for return_token_ids
+  bool parsed = false;  // chat choices carry parser output (content, reasoning, tool calls)
 };
 
 nlohmann::json usage_json(const Usage& u);

@@ -30,6 +30,9 @@ struct ModelInfo {
   int max_num_seqs = 0;
   std::vector<int32_t> eos_ids;
   SamplingParams defaults;  // generation_config.json's sampling defaults
+  // Formats of tools::make_parser for chat output ("": that kind of parsing is off).
+  std::string tool_format;
+  std::string reasoning_format;
 };
 
 class Server {

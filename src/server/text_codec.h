@@ -32,7 +32,10 @@ class TextCodec {
  public:
   virtual ~TextCodec() = default;
   virtual std::vector<int32_t> encode(const std::string& text, bool add_special_tokens) const = 0;
-  virtual std::unique_ptr<TextDecoder> decoder() const = 0;
+  // keep_special: special tokens' text is kept (tool-call and reasoning markers often are).
+  virtual std::unique_ptr<TextDecoder> decoder(bool keep_special = false) const = 0;
+  // The texts of the special tokens (removed from parsed content).
+  virtual const std::vector<std::string>& special_texts() const = 0;
   // One token's own text (logprobs report it).
   virtual std::string token_text(int32_t id) const = 0;
   // Renders the model's chat template; throws tessera::Error when the model has none or the

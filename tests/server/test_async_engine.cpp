@@ -77,9 +77,13 @@ class LetterCodec : public TextCodec {
     std::string flush() override { return ""; }
   };
   std::vector<int32_t> encode(const std::string&, bool) const override { return {}; }
-  std::unique_ptr<TextDecoder> decoder() const override { return std::make_unique<Decoder>(); }
+  std::unique_ptr<TextDecoder> decoder(bool) const override { return std::make_unique<Decoder>(); }
+  const std::vector<std::string>& special_texts() const override { return special_; }
   std::string token_text(int32_t id) const override { return std::string(1, char('a' + id % 26)); }
   std::string render_chat(const ChatInput&) const override { return ""; }
+
+ private:
+  std::vector<std::string> special_;
 };
 
 TEST(AsyncEngine, ConcurrentClientsGetTheSameTokensAsTheEngineAlone) {

@@ -120,6 +120,24 @@ TEST(OpenAiRequest, WrongTypesAndRangesNameTheField) {
             "top_logprobs");
 }
 
+TEST(OpenAiRequest, ToolChoiceAndParallelToolCalls) {
+  json msgs = json::array({{{"role", "user"}, {"content", "hi"}}});
+  auto r = parse_chat_request({{"messages", msgs}}, {});
+  EXPECT_TRUE(r.tool_choice.is_null());
+  EXPECT_TRUE(r.parallel_tool_calls);
+  json named = {{"type", "function"}, {"function", {{"name", "f"}}}};
+  r = parse_chat_request({{"messages", msgs}, {"tool_choice", named}, {"parallel_tool_calls", false}}, {});
+  EXPECT_EQ(r.tool_choice, named);
+  EXPECT_FALSE(r.parallel_tool_calls);
+  for (const char* mode : {"auto", "none", "required"})
+    EXPECT_EQ(rejected_param({{"messages", msgs}, {"tool_choice", mode}}, Endpoint::Chat), "");
+  for (json bad : {json("sometimes"), json(3), json{{"type", "function"}}, json{{"function", {{"name", 1}}}}})
+    EXPECT_EQ(rejected_param({{"messages", msgs}, {"tool_choice", bad}}, Endpoint::Chat), "tool_choice")
+        << bad;
+  EXPECT_EQ(rejected_param({{"messages", msgs}, {"parallel_tool_calls", "yes"}}, Endpoint::Chat),
+            "parallel_tool_calls");
+}
+
 TEST(OpenAiRequest, ErrorBodyHasOpenAisShape) {
   json e = ApiError(404, "no such model", "model").to_json();
   EXPECT_EQ(e["error"]["message"], "no such model");
