@@ -25,6 +25,11 @@ bool authorized(const Server::State& st, const httplib::Request& req) {
   return req.get_header_value("Authorization") == "Bearer " + st.cfg.api_key;
 }
 
+bool has_body(const httplib::Request& req) {
+  auto len = req.get_header_value("Content-Length");
+  return (!len.empty() && len != "0") || req.get_header_value("Transfer-Encoding") == "chunked";
+}
+
 void set_json(httplib::Response& res, const json& j) {
   res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
@@ -86,13 +91,18 @@ int Server::start() {
     st.metrics.count_request(500);
     set_error(res, 500, what);
   });
-  http->set_pre_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
-    if (req.path.rfind("/v1/", 0) == 0 && !authorized(st, req)) {
-      st.metrics.count_request(401);
-      set_error(res, 401, "invalid or missing API key (send 'Authorization: Bearer <key>')");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
+  // /v1 routes need the API key when one is set. A request with a body is answered by its
+  // route, after httplib has read the body: answering before would leave the body on a kept-alive
+  // connection, to be misread as the next request.
+  auto reject_unauthorized = [&st](const httplib::Request& req, httplib::Response& res) {
+    if (req.path.rfind("/v1/", 0) != 0 || authorized(st, req)) return false;
+    st.metrics.count_request(401);
+    set_error(res, 401, "invalid or missing API key (send 'Authorization: Bearer <key>')");
+    return true;
+  };
+  http->set_pre_routing_handler([reject_unauthorized](const httplib::Request& req, httplib::Response& res) {
+    return !has_body(req) && reject_unauthorized(req, res) ? httplib::Server::HandlerResponse::Handled
+                                                           : httplib::Server::HandlerResponse::Unhandled;
   });
 
   http->Get("/health", [&st](const httplib::Request&, httplib::Response& res) {
@@ -112,11 +122,11 @@ int Server::start() {
     if (st.ready) model["max_model_len"] = st.info.max_model_len;
     set_json(res, {{"object", "list"}, {"data", json::array({model})}});
   });
-  http->Post("/v1/chat/completions", [&st](const httplib::Request& req, httplib::Response& res) {
-    handle_generation(st, Endpoint::Chat, req, res);
+  http->Post("/v1/chat/completions", [&st, reject_unauthorized](const httplib::Request& req, httplib::Response& res) {
+    if (!reject_unauthorized(req, res)) handle_generation(st, Endpoint::Chat, req, res);
   });
-  http->Post("/v1/completions", [&st](const httplib::Request& req, httplib::Response& res) {
-    handle_generation(st, Endpoint::Completion, req, res);
+  http->Post("/v1/completions", [&st, reject_unauthorized](const httplib::Request& req, httplib::Response& res) {
+    if (!reject_unauthorized(req, res)) handle_generation(st, Endpoint::Completion, req, res);
   });
 
   int port = st.cfg.port;
