@@ -95,7 +95,9 @@ TEST(Sampler, LogprobsAreNormalisedAndSorted) {
   double total = 0;
   for (size_t i = 0; i < r.top.size(); ++i) {
     total += std::exp(r.top[i].second);
-    if (i) EXPECT_GE(r.top[i - 1].second, r.top[i].second);
+    if (i) {
+      EXPECT_GE(r.top[i - 1].second, r.top[i].second);
+    }
   }
   EXPECT_NEAR(total, 1.0, 1e-6);
   EXPECT_EQ(r.top[0].first, 1);
