@@ -3,34 +3,17 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "command.h"
 #include "engine/engine.h"
 #include "model_options.h"
+#include "token_ids.h"
 
 namespace tessera::app {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::vector<int32_t> parse_ids(const std::string& s) {
-  std::vector<int32_t> ids;
-  std::istringstream in(s);
-  std::string tok;
-  while (in >> tok) {
-    try {
-      size_t used = 0;
-      long v = std::stol(tok, &used);
-      if (used != tok.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(tok);
-      ids.push_back(int32_t(v));
-    } catch (const std::exception&) {
-      throw Error("--prompt-ids: \"" + tok + "\" is not a token id");
-    }
-  }
-  return ids;
-}
 
 int run(int argc, char** argv) {
   CLI::App app{"Generate text from a prompt", "tessera generate"};
@@ -58,7 +41,7 @@ int run(int argc, char** argv) {
   std::vector<int32_t> ids;
   if (!prompt_ids.empty()) {
     TESSERA_CHECK(prompt.empty(), "give either --prompt or --prompt-ids, not both");
-    ids = parse_ids(prompt_ids);
+    ids = parse_token_ids(prompt_ids, "--prompt-ids");
   } else {
     TESSERA_CHECK(!prompt.empty(), "give a prompt: --prompt TEXT or --prompt-ids \"1 2 3\"");
     ids = rt.encode_prompt(prompt);

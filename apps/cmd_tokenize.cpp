@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "token_ids.h"
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,18 +34,7 @@ int run(int argc, char** argv) {
 
   auto tok = tessera::Tokenizer::load(model);
   if (app.count("--decode")) {
-    std::vector<int32_t> ids;
-    std::istringstream in(decode_ids);
-    for (std::string w; in >> w;) {
-      try {
-        size_t used = 0;
-        long v = std::stol(w, &used);
-        if (used != w.size()) throw std::invalid_argument(w);
-        ids.push_back(int32_t(v));
-      } catch (const std::exception&) {
-        throw tessera::Error("--decode: '" + w + "' is not a token id");
-      }
-    }
+    std::vector<int32_t> ids = tessera::app::parse_token_ids(decode_ids, "--decode");
     std::string out = tok.decode(ids, skip_special);
     std::fwrite(out.data(), 1, out.size(), stdout);
     std::fputc('\n', stdout);

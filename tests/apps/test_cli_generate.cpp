@@ -119,7 +119,7 @@ TEST_F(CliErrors, MissingTensor) {
 }
 
 TEST_F(CliErrors, BadPromptIds) {
-  expect_error("--prompt-ids \"1 x\" --output-ids", "\"x\" is not a token id");
+  expect_error("--prompt-ids \"1 x\" --output-ids", "--prompt-ids: 'x' is not a token id");
   expect_error("--prompt-ids \"1 99999\" --output-ids", "outside the vocabulary");
 }
 

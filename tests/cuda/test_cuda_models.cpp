@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "cuda_testutil.h"
+#include "model_testutil.h"
 #include "engine/engine.h"
 #include "models/model.h"
 
@@ -26,18 +27,6 @@ Limits limits_for(const LoadedModel& m) {
   if (dtype == "bfloat16") return {1e-3, false};
   if (dtype == "float16") return {1e-4, false};
   return {1e-9, true};
-}
-
-std::vector<float> prompt_logits(Model& model, Backend& be, const std::vector<int32_t>& tokens) {
-  const int bs = 16, blocks = int(tokens.size() + bs - 1) / bs;
-  KvCache cache = allocate_kv_cache(be, model.kv_spec(), blocks, bs);
-  BlockManager bm(blocks, bs);
-  Sequence s;
-  s.tokens = tokens;
-  s.num_prompt_tokens = int(tokens.size());
-  EXPECT_TRUE(bm.ensure_capacity(s, int(tokens.size())));
-  ModelRunner runner(model, be, cache);
-  return runner.run({{&s, int(tokens.size())}}, /*all_rows=*/true).logits;
 }
 
 std::vector<std::vector<int32_t>> greedy(Model& model, Backend& be, const std::vector<std::vector<int32_t>>& prompts,
@@ -72,8 +61,8 @@ TEST_P(CudaModels, MatchCpuBackend) {
 
   std::vector<int32_t> prompt;
   for (int i = 0; i < 70; ++i) prompt.push_back(int32_t((i * 37 + 11) % vocab));
-  std::vector<float> want = prompt_logits(*on_cpu.model, *cpu, prompt);
-  std::vector<float> got = prompt_logits(*on_gpu.model, *gpu, prompt);
+  std::vector<float> want = test::logits_all_rows(*on_cpu.model, *cpu, prompt);
+  std::vector<float> got = test::logits_all_rows(*on_gpu.model, *gpu, prompt);
   ASSERT_EQ(got.size(), want.size());
   double num = 0, den = 0;
   for (size_t i = 0; i < got.size(); ++i) {

@@ -11,16 +11,16 @@ TestModel load_test_model(const std::filesystem::path& dir, bool reference_backe
   return m;
 }
 
-std::vector<float> logits_all_rows(TestModel& m, const std::vector<int32_t>& tokens) {
+std::vector<float> logits_all_rows(Model& model, Backend& be, const std::vector<int32_t>& tokens) {
   const int bs = 16;
   int blocks = int(tokens.size() + bs - 1) / bs;
-  KvCache cache = allocate_kv_cache(*m.backend, m.model().kv_spec(), blocks, bs);
+  KvCache cache = allocate_kv_cache(be, model.kv_spec(), blocks, bs);
   BlockManager bm(blocks, bs);
   Sequence s;
   s.tokens = tokens;
   s.num_prompt_tokens = int(tokens.size());
   EXPECT_TRUE(bm.ensure_capacity(s, int(tokens.size())));
-  ModelRunner runner(m.model(), *m.backend, cache);
+  ModelRunner runner(model, be, cache);
   return runner.run({{&s, int(tokens.size())}}, /*all_rows=*/true).logits;
 }
 

@@ -19,7 +19,10 @@ struct TestModel {
 TestModel load_test_model(const std::filesystem::path& dir, bool reference_backend = false);
 
 // Logits after each token of `tokens` ([tokens.size(), vocab]), from a fresh cache in one step.
-std::vector<float> logits_all_rows(TestModel& m, const std::vector<int32_t>& tokens);
+std::vector<float> logits_all_rows(Model& model, Backend& be, const std::vector<int32_t>& tokens);
+inline std::vector<float> logits_all_rows(TestModel& m, const std::vector<int32_t>& tokens) {
+  return logits_all_rows(m.model(), *m.backend, tokens);
+}
 
 // Log-probabilities over the whole vocabulary at each generated step.
 struct Generation {
