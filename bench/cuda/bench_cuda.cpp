@@ -78,6 +78,7 @@ struct Model {
   Tensor embed, norm, lm_head, inv_freq;
   std::vector<Layer> layers;
   std::vector<Tensor> k_cache, v_cache;
+  Tensor logits_host;  // page-locked, as the runner's
   int block_size = 16, num_blocks = 0;
 };
 
@@ -174,9 +175,9 @@ StepInputs step_inputs(Backend& be, const Model& M, int seqs, int new_tokens, in
   return in;
 }
 
-// One engine step, in nn::Decoder's op sequence. Returns the logits of each sequence's last
-// token on the host, as the runner does (this read is the step's one synchronisation).
-std::vector<float> step(Backend& be, Model& M, int seqs, int new_tokens, int context) {
+// One engine step, in nn::Decoder's op sequence. Reads the logits of each sequence's last
+// token back into page-locked host memory, as the runner does (the step's one synchronisation).
+void step(Backend& be, Model& M, int seqs, int new_tokens, int context) {
   const Shape8B& m = M.m;
   StepInputs in = step_inputs(be, M, seqs, new_tokens, context);
   const int64_t T = in.T, H = m.hidden, Dh = m.head_dim, nq = m.heads, nkv = m.kv_heads;
@@ -190,34 +191,29 @@ std::vector<float> step(Backend& be, Model& M, int seqs, int new_tokens, int con
   Tensor attn2 = attn.reshape({T, nq * Dh});
   const Tensor none;
   be.embedding(M.embed, in.tokens, x);
+  be.rms_norm(x, M.layers[0].in_norm, 1e-5f, 0.0f, h);
   for (int l = 0; l < m.layers; ++l) {
     Layer& L = M.layers[size_t(l)];
-    be.rms_norm(x, L.in_norm, 1e-5f, 0.0f, h);
-    be.linear(h, L.q, none, q2);
-    be.linear(h, L.k, none, k2);
-    be.linear(h, L.v, none, v2);
+    be.linear_group(h, {{L.q, none, q2}, {L.k, none, k2}, {L.v, none, v2}});
     be.rope(q, in.meta.positions, rope);
     be.rope(k, in.meta.positions, rope);
     be.store_kv(k, v, in.slots, M.k_cache[size_t(l)], M.v_cache[size_t(l)]);
     be.attention(q, M.k_cache[size_t(l)], M.v_cache[size_t(l)], in.meta, {1.0f / std::sqrt(float(Dh)), 0, 0.0f},
                  attn);
     be.linear(attn2, L.o, none, h);
-    be.add(x, h, x);
-    be.rms_norm(x, L.post_norm, 1e-5f, 0.0f, h);
-    be.linear(h, L.gate, none, gate);
-    be.linear(h, L.up, none, up);
+    be.add_rms_norm(x, h, L.post_norm, 1e-5f, 0.0f, h);
+    be.linear_group(h, {{L.gate, none, gate}, {L.up, none, up}});
     be.silu_mul(gate, up, gate);
     be.linear(gate, L.down, none, h);
-    be.add(x, h, x);
+    be.add_rms_norm(x, h, l + 1 < m.layers ? M.layers[size_t(l) + 1].in_norm : M.norm, 1e-5f, 0.0f, h);
   }
-  be.rms_norm(x, M.norm, 1e-5f, 0.0f, h);
   Tensor last = be.empty(DType::F32, {seqs, H});
   be.gather_rows(h, in.logits_rows, last);
   Tensor logits = be.empty(DType::F32, {seqs, m.vocab});
   be.linear(last, M.lm_head, none, logits);
-  std::vector<float> out(size_t(seqs) * m.vocab);
-  be.download(logits, out.data());
-  return out;
+  if (!M.logits_host.defined() || M.logits_host.numel() < logits.numel())
+    M.logits_host = be.host_empty(DType::F32, {logits.numel()});
+  be.download(logits, M.logits_host.raw());
 }
 
 // Device f32 activations of small random values.
@@ -274,10 +270,14 @@ void op_breakdown(Backend& be, Model& M, int seqs, int new_tokens, int context) 
     std::printf("  %-26s %10.1f\n", name, s * 1e6);
     layer_us += s * 1e6;
   };
-  op("rms_norm", [&] { be.rms_norm(x, L.in_norm, 1e-5f, 0.0f, h); });
-  lin("linear q 4096x4096", h, L.q, q.reshape({T, nq * Dh}));
-  lin("linear k 1024x4096", h, L.k, k.reshape({T, nkv * Dh}));
-  lin("linear v 1024x4096", h, L.v, v.reshape({T, nkv * Dh}));
+  Tensor q2 = q.reshape({T, nq * Dh}), k2 = k.reshape({T, nkv * Dh}), v2 = v.reshape({T, nkv * Dh});
+  {
+    double s = op_seconds(be, reps, [&] { be.linear_group(h, {{L.q, none, q2}, {L.k, none, k2}, {L.v, none, v2}}); });
+    double bytes = double(L.q.nbytes() + L.k.nbytes() + L.v.nbytes());
+    std::printf("  %-26s %10.1f %10.0f %10.1f\n", "linear qkv 6144x4096", s * 1e6, bytes / s / 1e9,
+                bytes * T / s / 1e12);
+    layer_us += s * 1e6;
+  }
   RopeParams rope{M.inv_freq, 1.0f, int(Dh)};
   op("rope q", [&] { be.rope(q, in.meta.positions, rope); });
   op("rope k", [&] { be.rope(k, in.meta.positions, rope); });
@@ -287,17 +287,23 @@ void op_breakdown(Backend& be, Model& M, int seqs, int new_tokens, int context) 
     double s = op_seconds(be, reps, [&] {
       be.attention(q, M.k_cache[0], M.v_cache[0], in.meta, {1.0f / std::sqrt(float(Dh)), 0, 0.0f}, attn);
     });
-    std::printf("  %-26s %10.1f %10.0f\n", "attention", s * 1e6, kv_bytes / s / 1e9);
+    // Causal prefill does about half of the square's products.
+    double flops = 4.0 * double(nq) * Dh * T * (new_tokens > 1 ? (context + 1) / 2.0 : context);
+    std::printf("  %-26s %10.1f %10.0f %10.1f\n", "attention", s * 1e6, kv_bytes / s / 1e9, flops / s / 1e12);
     layer_us += s * 1e6;
   }
   lin("linear o 4096x4096", attn.reshape({T, nq * Dh}), L.o, h);
-  op("add", [&] { be.add(x, h, x); });
-  op("rms_norm", [&] { be.rms_norm(x, L.post_norm, 1e-5f, 0.0f, h); });
-  lin("linear gate 14336x4096", h, L.gate, big2);
-  lin("linear up 14336x4096", h, L.up, big2);
+  op("add_rms_norm", [&] { be.add_rms_norm(x, h, L.post_norm, 1e-5f, 0.0f, h); });
+  {
+    double s = op_seconds(be, reps, [&] { be.linear_group(h, {{L.gate, none, big2}, {L.up, none, big}}); });
+    double bytes = double(L.gate.nbytes() + L.up.nbytes());
+    std::printf("  %-26s %10.1f %10.0f %10.1f\n", "linear gate+up 28672x4096", s * 1e6, bytes / s / 1e9,
+                bytes * T / s / 1e12);
+    layer_us += s * 1e6;
+  }
   op("silu_mul", [&] { be.silu_mul(big, big2, big2); });
   lin("linear down 4096x14336", big, L.down, h);
-  op("add", [&] { be.add(x, h, x); });
+  op("add_rms_norm", [&] { be.add_rms_norm(x, h, L.in_norm, 1e-5f, 0.0f, h); });
   lin("lm_head 128256x4096", last, M.lm_head, logits, false);
   std::printf("  %-26s %10.1f  (x %d layers = %.2f ms)\n", "one layer, sum", layer_us, m.layers,
               layer_us * m.layers / 1e3);
@@ -392,9 +398,12 @@ double gemm_flops(int n) {
 int run(int argc, char** argv) {
   CLI::App app{"GPU end-to-end benchmark on a random Llama-3.1-8B-shaped bf16 model"};
   int context = 512, prefill = 2048, steps = 10;
+  std::vector<int> batch_sizes = {1, 8, 32, 64, 128, 256}, breakdown = {1, 8, 64};
   app.add_option("--context", context, "tokens in each sequence's cache during decode");
-  app.add_option("--prefill", prefill, "prompt length of the prefill measurement");
+  app.add_option("--prefill", prefill, "prompt length of the prefill measurement (0: none)");
   app.add_option("--steps", steps, "timed steps per measurement (median)");
+  app.add_option("--batches", batch_sizes, "decode batch sizes to measure")->delimiter(',');
+  app.add_option("--breakdown", breakdown, "decode batch sizes whose per-op times are printed")->delimiter(',');
   CLI11_PARSE(app, argc, argv);
 
   std::string error;
@@ -411,8 +420,13 @@ int run(int argc, char** argv) {
   std::printf("copy bandwidth (D2D, read+write): %.2f TB/s\n", bw / 1e12);
   std::printf("cuBLASLt bf16 GEMM 8192^3: %.0f TFLOP/s\n", flops / 1e12);
 
-  const std::vector<int> batches = {1, 8, 32, 64};
-  int kv_tokens = std::max(64 * (context + 16), prefill + 16);
+  // Batches whose contexts fit a 64 GiB KV cache (at context 4096: up to 64 sequences).
+  const double kv_budget_tokens = 64.0 * (1 << 30) / Shape8B{}.kv_bytes_per_token();
+  std::vector<int> batches;
+  for (int b : batch_sizes)
+    if (double(b) * (context + 16) <= kv_budget_tokens) batches.push_back(b);
+  TESSERA_CHECK(!batches.empty(), "no batch size fits the 64 GiB KV budget at this context");
+  int kv_tokens = std::max(batches.back() * (context + 16), prefill + 16);
   auto t0 = Clock::now();
   Model M = build_model(*be, kv_tokens);
   const Shape8B& m = M.m;
@@ -432,19 +446,24 @@ int run(int argc, char** argv) {
     double s = median_seconds(2, steps, [&] { step(*be, M, b, 1, context); });
     double kv_read = double(b) * context * m.kv_bytes_per_token();
     double bound = b / ((step_bytes + kv_read) / bw);
-    const char* peer = b == 1 ? "llama.cpp 207, target 258" : b == 8 ? "llama.cpp 1190" : b == 32 ? "llama.cpp 3800, target 6840" : "llama.cpp 6100, target 10980";
+    const char* peer = b == 1    ? "llama.cpp 207, target 258"
+                       : b == 8  ? "llama.cpp 1190"
+                       : b == 32 ? "llama.cpp 3800, target 6840"
+                       : b == 64 ? "llama.cpp 6100, target 10980"
+                                 : "";
     std::snprintf(buf, sizeof(buf), "bytes bound %.0f; %s", bound, peer);
     table.push_back({"decode batch " + std::to_string(b) + " (ctx " + std::to_string(context) + "), tok/s", b / s, buf});
   }
-  {
+  if (prefill > 0) {
     double s = median_seconds(1, std::max(3, steps / 3), [&] { step(*be, M, 1, prefill, prefill); });
     double attn_flops = 4.0 * m.layers * m.heads * m.head_dim * double(prefill) * prefill / 2;
     double bound = prefill / ((m.matmul_params() * 2.0 * prefill + attn_flops) / flops);
     std::snprintf(buf, sizeof(buf), "GEMM-rate bound %.0f; llama.cpp 25700, target 33000", bound);
     table.push_back({"prefill " + std::to_string(prefill) + " tokens, tok/s", prefill / s, buf});
   }
-  for (int b : batches) op_breakdown(*be, M, b, 1, context);
-  op_breakdown(*be, M, 1, prefill, prefill);
+  for (int b : breakdown)
+    if (std::count(batches.begin(), batches.end(), b)) op_breakdown(*be, M, b, 1, context);
+  if (prefill > 0) op_breakdown(*be, M, 1, prefill, prefill);
 
   std::printf("\n%-40s %12s   %s\n", "measurement", "measured", "limit / peers");
   std::printf("%-40s %12.2f   %s\n", "copy bandwidth, TB/s", bw / 1e12, "anchor 4.2");

@@ -3,6 +3,7 @@
 // Activations are f32 on the CPU; weights may be f32, f16 or bf16 (converted inside the op).
 // Every op writes into a caller-provided `out` of the documented shape.
 #pragma once
+#include <initializer_list>
 #include <memory>
 #include <string>
 
@@ -36,6 +37,13 @@ struct RopeParams {
   int rotary_dim = 0;
 };
 
+// One projection of a group that shares its input (q/k/v, gate/up).
+struct LinearPart {
+  const Tensor& weight;
+  const Tensor& bias;  // may be undefined
+  Tensor& out;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -47,6 +55,9 @@ class Backend {
   virtual Tensor empty(DType dtype, Shape shape) = 0;
   virtual Tensor upload(const Tensor& host) = 0;
   virtual void download(const Tensor& src, void* host_dst) = 0;
+  // Host memory that download() fills fastest (page-locked for a GPU, so the copy is one DMA);
+  // plain memory on the CPU.
+  virtual Tensor host_empty(DType dtype, Shape shape) { return Tensor::empty(dtype, std::move(shape)); }
 
   // out[T, D] = table[ids[t], :] (as f32)
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
@@ -54,6 +65,11 @@ class Backend {
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, float offset, Tensor& out) = 0;
   // out[T, N] = x[T, K] · w[N, K]ᵀ (+ bias[N] when defined)
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) = 0;
+  // out[i] = x · parts[i].weightᵀ (+ bias) for projections of one input: a backend may read x
+  // once and launch once for the group. The default runs linear() per part.
+  virtual void linear_group(const Tensor& x, std::initializer_list<LinearPart> parts) {
+    for (const LinearPart& p : parts) linear(x, p.weight, p.bias, p.out);
+  }
   // x[T, H, Dh] rotated in place at positions[T].
   virtual void rope(Tensor& x, const Tensor& positions, const RopeParams& p) = 0;
   // Writes each new token's k, v [T, Hkv, Dh] to cache rows slots[T] of k_cache, v_cache
@@ -68,6 +84,12 @@ class Backend {
   virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
   // out = a + b (out may alias a)
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  // x += delta, then out = rms_norm(x): a sublayer's residual add and the next one's norm in one
+  // pass. out may alias delta. The default runs add() and rms_norm().
+  virtual void add_rms_norm(Tensor& x, const Tensor& delta, const Tensor& w, float eps, float offset, Tensor& out) {
+    add(x, delta, x);
+    rms_norm(x, w, eps, offset, out);
+  }
   // out[R, D] = x[rows[r], :]
   virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
 };

@@ -82,13 +82,15 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
   Tensor q2 = q.reshape({T, nq * Dh}), k2 = k.reshape({T, nkv * Dh}), v2 = v.reshape({T, nkv * Dh});
   Tensor attn2 = attn.reshape({T, nq * Dh});
 
+  // Each sublayer's residual add is fused with the norm that follows it (the next sublayer's,
+  // or the final norm after the last layer).
   be_.embedding(embed_tokens, fb.token_ids, x);
+  be_.rms_norm(x, layers_.empty() ? norm : layers_[0].input_layernorm, opts_.rms_norm_eps, 0.0f, h);
   for (int l = 0; l < opts_.num_layers; ++l) {
     Layer& L = layers_[l];
-    be_.rms_norm(x, L.input_layernorm, opts_.rms_norm_eps, 0.0f, h);
-    linear(h, L.q_proj, q2);
-    linear(h, L.k_proj, k2);
-    linear(h, L.v_proj, v2);
+    be_.linear_group(h, {{L.q_proj.weight, L.q_proj.bias, q2},
+                         {L.k_proj.weight, L.k_proj.bias, k2},
+                         {L.v_proj.weight, L.v_proj.bias, v2}});
     if (opts_.qk_norm) {
       be_.rms_norm(q, L.q_norm, opts_.rms_norm_eps, 0.0f, q);
       be_.rms_norm(k, L.k_norm, opts_.rms_norm_eps, 0.0f, k);
@@ -99,16 +101,14 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
     AttentionParams ap{1.0f / std::sqrt(float(Dh)), opts_.sliding_window[l], 0.0f};
     be_.attention(q, cache.k[l], cache.v[l], fb.attn, ap, attn);
     linear(attn2, L.o_proj, h);
-    be_.add(x, h, x);
+    be_.add_rms_norm(x, h, L.post_attention_layernorm, opts_.rms_norm_eps, 0.0f, h);
 
-    be_.rms_norm(x, L.post_attention_layernorm, opts_.rms_norm_eps, 0.0f, h);
-    linear(h, L.gate_proj, gate);
-    linear(h, L.up_proj, up);
+    be_.linear_group(h, {{L.gate_proj.weight, L.gate_proj.bias, gate}, {L.up_proj.weight, L.up_proj.bias, up}});
     be_.silu_mul(gate, up, gate);
     linear(gate, L.down_proj, h);
-    be_.add(x, h, x);
+    const Tensor& next_norm = l + 1 < opts_.num_layers ? layers_[l + 1].input_layernorm : norm;
+    be_.add_rms_norm(x, h, next_norm, opts_.rms_norm_eps, 0.0f, h);
   }
-  be_.rms_norm(x, norm, opts_.rms_norm_eps, 0.0f, h);
   Tensor rows = be_.empty(DType::F32, {fb.num_logits, H});
   be_.gather_rows(h, fb.logits_rows, rows);
   Tensor logits = be_.empty(DType::F32, {fb.num_logits, opts_.vocab_size});

@@ -59,8 +59,10 @@ StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_row
 
   Tensor logits = model_.forward(fb, cache_);
   out.vocab = model_.vocab_size();
-  out.logits.resize(size_t(fb.num_logits) * out.vocab);
-  if (fb.num_logits > 0) be_.download(logits, out.logits.data());
+  const int64_t n = int64_t(fb.num_logits) * out.vocab;
+  if (!logits_host_.defined() || logits_host_.numel() < n) logits_host_ = be_.host_empty(DType::F32, {n});
+  if (n > 0) be_.download(logits, logits_host_.raw());
+  out.logits = {logits_host_.data<float>(), size_t(n)};
   return out;
 }
 

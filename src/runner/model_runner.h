@@ -2,6 +2,7 @@
 // block tables, logits rows), runs the model on the backend, and returns the logits of the
 // sequences that finish their pending tokens this step.
 #pragma once
+#include <span>
 #include <vector>
 
 #include "engine/scheduler.h"
@@ -12,7 +13,7 @@ namespace tessera {
 struct StepLogits {
   std::vector<int> seq_index;  // index into the scheduled batch of each logits row
   std::vector<int> position;   // position in its sequence of the token each row follows
-  std::vector<float> logits;   // [rows, vocab] row-major, host memory
+  std::span<const float> logits;  // [rows, vocab] row-major, host memory valid until the next run
   int vocab = 0;
 };
 
@@ -28,6 +29,7 @@ class ModelRunner {
   Model& model_;
   Backend& be_;
   KvCache& cache_;
+  Tensor logits_host_;  // reused across steps: page-locked on a GPU, grown as needed
 };
 
 }  // namespace tessera

@@ -21,7 +21,8 @@ std::vector<float> logits_all_rows(Model& model, Backend& be, const std::vector<
   s.num_prompt_tokens = int(tokens.size());
   EXPECT_TRUE(bm.ensure_capacity(s, int(tokens.size())));
   ModelRunner runner(model, be, cache);
-  return runner.run({{&s, int(tokens.size())}}, /*all_rows=*/true).logits;
+  std::span<const float> logits = runner.run({{&s, int(tokens.size())}}, /*all_rows=*/true).logits;
+  return {logits.begin(), logits.end()};
 }
 
 std::vector<Generation> generate_greedy(Engine& engine, int vocab, const std::vector<std::vector<int32_t>>& prompts,

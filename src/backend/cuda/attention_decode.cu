@@ -14,7 +14,7 @@
 namespace tessera::cuda {
 namespace {
 
-constexpr int kWarps = 4, kMaxGroup = 8, kMaxDh = 256;
+constexpr int kWarps = 4, kMaxGroup = 8, kMaxDh = 256, kVBatch = 8;
 
 __device__ __forceinline__ void load8(const float* p, float* f) {
   float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p + 4));
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, fl
     float s[kMaxGroup];
 #pragma unroll
     for (int g = 0; g < kMaxGroup; ++g) s[g] = 0.0f;
-#pragma unroll 4
+#pragma unroll
     for (int d = 0; d < Dh; d += 8) {
       float k8[8];
       load8(kc + row + d, k8);
@@ -105,22 +105,36 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, fl
 #pragma unroll
       for (int i = 0; i < kDpl; ++i) acc[g][i] *= corr;
     }
+    // The weighted V rows, 8 keys at a time: their loads are issued together, so a warp waits
+    // for memory once per 8 rows rather than once per row. Keys past the end have weight 0 and
+    // read the last valid row.
     const int keys = min(32, end - base);
-    for (int k = 0; k < keys; ++k) {
-      const int64_t vrow = __shfl_sync(0xffffffffu, row, k);
-      float v[kDpl];
-      if constexpr (kDpl == 8) {
-        load8(vc + vrow + lane * 8, v);
-      } else {
+    for (int k0 = 0; k0 < keys; k0 += kVBatch) {
+      float v[kVBatch][kDpl];
 #pragma unroll
-        for (int i = 0; i < kDpl; ++i) v[i] = to_f32(vc[vrow + lane * kDpl + i]);
+      for (int u = 0; u < kVBatch; ++u) {
+        const int64_t vrow = __shfl_sync(0xffffffffu, row, k0 + u);
+        if constexpr (kDpl == 8) {
+          load8(vc + vrow + lane * 8, v[u]);
+        } else if constexpr (kDpl == 4 && sizeof(KV) == 2) {
+          uint2 raw = __ldg(reinterpret_cast<const uint2*>(vc + vrow + lane * 4));
+          const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+          float2 x = __bfloat1622float2(h[0]), y = __bfloat1622float2(h[1]);
+          v[u][0] = x.x, v[u][1] = x.y, v[u][2] = y.x, v[u][3] = y.y;
+        } else {
+#pragma unroll
+          for (int i = 0; i < kDpl; ++i) v[u][i] = to_f32(vc[vrow + lane * kDpl + i]);
+        }
       }
 #pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g) {
-        if (g >= G) continue;
-        float pk = __shfl_sync(0xffffffffu, p[g], k);
+      for (int u = 0; u < kVBatch; ++u) {
 #pragma unroll
-        for (int i = 0; i < kDpl; ++i) acc[g][i] += pk * v[i];
+        for (int g = 0; g < kMaxGroup; ++g) {
+          if (g >= G) continue;
+          float pk = __shfl_sync(0xffffffffu, p[g], k0 + u);
+#pragma unroll
+          for (int i = 0; i < kDpl; ++i) acc[g][i] += pk * v[u][i];
+        }
       }
     }
   }

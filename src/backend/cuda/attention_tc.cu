@@ -1,11 +1,12 @@
-// Paged causal attention on the tensor cores (FlashAttention-style), for bf16 KV caches.
+// Paged causal attention on the tensor cores (FlashAttention-2 style), for bf16 KV caches.
 // One block per (sequence, tile of query tokens, kv head, key split): its 64 query rows are the
 // tile's tokens × the kv head's group of query heads, so each K/V tile read from the cache
-// serves the whole group. Per 64-key tile: S = Q·Kᵀ (wmma, f32 accumulate), an online softmax
-// in f32 (two lanes per row), O = O·corr + P·V (wmma). Each of the 4 warps owns 16 rows, so
-// only the K/V tile loads need the whole block. Q and P are rounded to bf16 for the products.
-#include <mma.h>
-
+// serves the whole group. Each of the 4 warps owns 16 rows and keeps everything of them in
+// registers: S = Q·Kᵀ and O += P·V run as mma.sync m16n8k16 (bf16 in, f32 accumulate), the
+// online softmax works on the S accumulators, and P goes from the S accumulator layout straight
+// into the A operand of P·V. K/V tiles of 64 keys are gathered from the paged cache with
+// cp.async into a double buffer, so the next tile's loads overlap this tile's products.
+// Q and P are rounded to bf16 for the products.
 #include <cmath>
 
 #include "backend/cuda/check.h"
@@ -15,43 +16,72 @@
 namespace tessera::cuda {
 namespace {
 
-using namespace nvcuda;
 using KV = __nv_bfloat16;
 
 constexpr int kRows = 64, kKeys = 64, kWarps = 4, kThreads = kWarps * 32;
-constexpr int kSLd = kKeys + 4;  // f32 scores (wmma wants multiples of 4 for f32, 8 for 16-bit)
-constexpr int kPLd = kKeys + 8;  // bf16 probabilities
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
 template <int DH>
 struct Layout {
-  static constexpr int kQLd = DH + 8, kKvLd = DH + 8, kOLd = DH + 4;  // padded against bank conflicts
+  static constexpr int kLd = DH + 8;  // bf16 row stride: 16 bytes of padding keep ldmatrix conflict-free
+  static constexpr size_t tile = size_t(kKeys) * kLd * 2;
   static constexpr size_t q = 0;
-  static constexpr size_t k = q + size_t(kRows) * kQLd * 2;
-  static constexpr size_t v = k + size_t(kKeys) * kKvLd * 2;
-  static constexpr size_t s = v + size_t(kKeys) * kKvLd * 2;
-  static constexpr size_t p = s + size_t(kRows) * kSLd * 4;
-  static constexpr size_t o = p + size_t(kRows) * kPLd * 2;
-  static constexpr size_t rows = o + size_t(kRows) * kOLd * 4;  // m, l, corr (f32), first, last (i32)
-  static constexpr size_t bytes = rows + size_t(kRows) * 5 * 4;
+  static constexpr size_t kv = q + size_t(kRows) * kLd * 2;  // [2 buffers][K, V] tiles
+  static constexpr size_t bytes = kv + 4 * tile;
 };
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return unsigned(__cvta_generic_to_shared(p));
+}
+// 16 bytes global → shared, asynchronously; zero-filled when !valid.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned r[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned r[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+// d += a · b for one m16n8k16 tile (a: 4 registers of bf16 pairs, b: 2, d: 4 f32).
+__device__ __forceinline__ void mma(float d[4], const unsigned a[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// 2^x on the special function unit (2^-inf = 0); the weights are rounded to bf16 right after.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<unsigned*>(&v);
+}
 
 template <int DH>
 __global__ void __launch_bounds__(kThreads) flash_kernel(AttentionArgs a, int q_tiles, float* partial) {
   using L = Layout<DH>;
+  constexpr int kLd = L::kLd, kChunks = DH / 8;  // 16-byte pieces of a K or V row
   extern __shared__ __align__(128) unsigned char smem[];
   KV* sq = reinterpret_cast<KV*>(smem + L::q);
-  KV* sk = reinterpret_cast<KV*>(smem + L::k);
-  KV* sv = reinterpret_cast<KV*>(smem + L::v);
-  float* ss = reinterpret_cast<float*>(smem + L::s);
-  KV* sp = reinterpret_cast<KV*>(smem + L::p);
-  float* so = reinterpret_cast<float*>(smem + L::o);
-  float* row_m = reinterpret_cast<float*>(smem + L::rows);
-  float* row_l = row_m + kRows;
-  float* row_corr = row_l + kRows;
-  int* row_first = reinterpret_cast<int*>(row_corr + kRows);
-  int* row_last = row_first + kRows;
+  auto sk = [&](int buf) { return reinterpret_cast<KV*>(smem + L::kv + (2 * buf) * L::tile); };
+  auto sv = [&](int buf) { return reinterpret_cast<KV*>(smem + L::kv + (2 * buf + 1) * L::tile); };
 
-  const int seq = blockIdx.x / q_tiles, qt = blockIdx.x % q_tiles;
+  // The heaviest (last) query tiles of each sequence are launched first.
+  const int seq = blockIdx.x / q_tiles, qt = q_tiles - 1 - int(blockIdx.x % q_tiles);
   const int kvh = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
   const int G = int(a.H / a.Hkv), tile_tokens = kRows / G;
   const int seq_end = a.seq_starts[seq + 1], t0 = a.seq_starts[seq] + qt * tile_tokens;
@@ -59,134 +89,168 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(AttentionArgs a, int q_
   const int ctx = a.context_lens[seq];
   const int32_t* table = a.block_tables + int64_t(seq) * a.max_blocks;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int last_token = min(seq_end, t0 + tile_tokens) - 1, rows = (last_token - t0 + 1) * G;
 
-  for (int r = tid; r < kRows; r += kThreads) {
-    int t = t0 + r / G, first = 0, last = -1;
-    if (t < seq_end) {
-      int qpos = a.positions[t];
+  // Key range of a row: [first, last]; rows past the sequence's tokens get an empty one.
+  auto key_range = [&](int r, int& first, int& last) {
+    first = 0, last = -1;
+    if (r < rows) {
+      int qpos = a.positions[t0 + r / G];
       first = a.sliding_window > 0 ? max(0, qpos - a.sliding_window + 1) : 0;
       last = min(qpos, ctx - 1);
     }
-    row_first[r] = first, row_last[r] = last, row_m[r] = -INFINITY, row_l[r] = 0.0f;
-  }
-  // Rows past the sequence's last token stay out of every loop below but the products, whose
-  // 16-row strips they pad with zeros.
-  const int last_token = min(seq_end, t0 + tile_tokens) - 1, rows = (last_token - t0 + 1) * G;
-  for (int e = tid; e < kRows * DH; e += kThreads) {
-    int r = e / DH, d = e % DH;
-    float v = r < rows ? a.q[(int64_t(t0 + r / G) * a.H + kvh * G + r % G) * DH + d] : 0.0f;
-    sq[r * L::kQLd + d] = __float2bfloat16_rn(v);
-    so[r * L::kOLd + d] = 0.0f;
-  }
-  __syncthreads();
-
-  // Keys the block needs: from the first token's window start to the last token's position.
-  const int kmin = row_first[0], kmax = row_last[(last_token - t0) * G];
+  };
+  // Keys the block needs: from the first row's window start to the last row's position.
+  int kmin, kmax, unused;
+  key_range(0, kmin, unused);
+  key_range(rows - 1, unused, kmax);
   const int tiles = kmax >= kmin ? (kmax - kmin) / kKeys + 1 : 0, per = (tiles + splits - 1) / splits;
   const int tile_begin = split * per, tile_end = min(tiles, tile_begin + per);
-  const bool warp_active = t0 + (16 * warp) / G < seq_end;
   const KV* kc = static_cast<const KV*>(a.k_cache);
   const KV* vc = static_cast<const KV*>(a.v_cache);
-  constexpr int kChunks = DH / 8;  // 16-byte pieces of a K or V row
 
-  for (int tile = tile_begin; tile < tile_end; ++tile) {
+  auto load_tile = [&](int tile, int buf) {
     const int j0 = kmin + tile * kKeys;
     for (int c = tid; c < kKeys * kChunks; c += kThreads) {
       int kk = c / kChunks, ch = c % kChunks, j = j0 + kk;
-      uint4 kv4 = make_uint4(0, 0, 0, 0), vv4 = make_uint4(0, 0, 0, 0);  // zeros past the keys in use
-      if (j <= kmax) {
-        int64_t slot = int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size;
-        int64_t off = (slot * a.Hkv + kvh) * DH + ch * 8;
-        kv4 = __ldg(reinterpret_cast<const uint4*>(kc + off));
-        vv4 = __ldg(reinterpret_cast<const uint4*>(vc + off));
-      }
-      *reinterpret_cast<uint4*>(sk + kk * L::kKvLd + ch * 8) = kv4;
-      *reinterpret_cast<uint4*>(sv + kk * L::kKvLd + ch * 8) = vv4;
+      bool valid = j <= kmax;
+      int64_t off = 0;
+      if (valid) off = ((int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size) * a.Hkv + kvh) * DH;
+      cp_async16(sk(buf) + kk * kLd + ch * 8, kc + off + ch * 8, valid);
+      cp_async16(sv(buf) + kk * kLd + ch * 8, vc + off + ch * 8, valid);
     }
-    __syncthreads();
-    if (warp_active) {
-      const int r0 = 16 * warp;
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> sacc[kKeys / 16];
-#pragma unroll
-      for (int n = 0; n < kKeys / 16; ++n) wmma::fill_fragment(sacc[n], 0.0f);
-#pragma unroll
-      for (int kd = 0; kd < DH; kd += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, KV, wmma::row_major> qa;
-        wmma::load_matrix_sync(qa, sq + r0 * L::kQLd + kd, L::kQLd);
-#pragma unroll
-        for (int n = 0; n < kKeys / 16; ++n) {
-          wmma::fragment<wmma::matrix_b, 16, 16, 16, KV, wmma::col_major> kb;
-          wmma::load_matrix_sync(kb, sk + n * 16 * L::kKvLd + kd, L::kKvLd);
-          wmma::mma_sync(sacc[n], qa, kb, sacc[n]);
-        }
-      }
-#pragma unroll
-      for (int n = 0; n < kKeys / 16; ++n)
-        wmma::store_matrix_sync(ss + r0 * kSLd + n * 16, sacc[n], kSLd, wmma::mem_row_major);
-      __syncwarp();
+    cp_async_commit();
+  };
+  if (tile_begin < tile_end) load_tile(tile_begin, 0);
 
-      // Online softmax: lanes 2i and 2i+1 share row r0 + i, 32 columns each.
-      const int r = r0 + lane / 2, c0 = (lane & 1) * 32;
-      const int first = row_first[r], last = row_last[r];
-      float sc[32], mx = -INFINITY;
-#pragma unroll
-      for (int c = 0; c < 32; ++c) {
-        int j = j0 + c0 + c;
-        float v = ss[r * kSLd + c0 + c] * a.scale;
-        if (a.softcap > 0.0f) v = a.softcap * tanhf(v / a.softcap);
-        sc[c] = (j >= first && j <= last) ? v : -INFINITY;
-        mx = fmaxf(mx, sc[c]);
-      }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      const float m_old = row_m[r], m_new = fmaxf(m_old, mx);
-      // The fast exponential (ex2.approx): the weights are rounded to bf16 right after.
-      const float corr = m_new == -INFINITY ? 1.0f : __expf(m_old - m_new);
-      float sum = 0.0f;
-#pragma unroll
-      for (int c = 0; c < 32; ++c) {
-        float p = m_new == -INFINITY ? 0.0f : __expf(sc[c] - m_new);
-        sum += p;
-        sp[r * kPLd + c0 + c] = __float2bfloat16_rn(p);
-      }
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      __syncwarp();  // both lanes of the row have read row_m
-      if ((lane & 1) == 0) row_m[r] = m_new, row_l[r] = row_l[r] * corr + sum, row_corr[r] = corr;
-      __syncwarp();
-      if (!__all_sync(0xffffffffu, corr == 1.0f)) {  // no row's maximum moved: nothing to rescale
-        for (int e = lane; e < 16 * DH; e += 32) {
-          int rr = r0 + e / DH;
-          so[rr * L::kOLd + e % DH] *= row_corr[rr];
-        }
-        __syncwarp();
-      }
-#pragma unroll
-      for (int dn = 0; dn < DH / 16; ++dn) {
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> oacc;
-        wmma::load_matrix_sync(oacc, so + r0 * L::kOLd + dn * 16, L::kOLd, wmma::mem_row_major);
-#pragma unroll
-        for (int kk = 0; kk < kKeys; kk += 16) {
-          wmma::fragment<wmma::matrix_a, 16, 16, 16, KV, wmma::row_major> pa;
-          wmma::fragment<wmma::matrix_b, 16, 16, 16, KV, wmma::row_major> vb;
-          wmma::load_matrix_sync(pa, sp + r0 * kPLd + kk, kPLd);
-          wmma::load_matrix_sync(vb, sv + kk * L::kKvLd + dn * 16, L::kKvLd);
-          wmma::mma_sync(oacc, pa, vb, oacc);
-        }
-        wmma::store_matrix_sync(so + r0 * L::kOLd + dn * 16, oacc, L::kOLd, wmma::mem_row_major);
-      }
-    }
-    __syncthreads();  // the next tile overwrites K and V
+  for (int e = tid; e < kRows * DH; e += kThreads) {
+    int r = e / DH, d = e % DH;
+    float v = r < rows ? a.q[(int64_t(t0 + r / G) * a.H + kvh * G + r % G) * DH + d] : 0.0f;
+    sq[r * kLd + d] = __float2bfloat16_rn(v);
   }
 
-  for (int e = tid; e < rows * DH; e += kThreads) {
-    int r = e / DH, d = e % DH, t = t0 + r / G;
-    int64_t th = int64_t(t) * a.H + kvh * G + r % G;
-    float o = so[r * L::kOLd + d];
+  // This thread's two rows (lane / 4 and lane / 4 + 8 of the warp's 16) and their state.
+  const int r0 = 16 * warp, ra = r0 + lane / 4, rb = ra + 8;
+  int first[2], last[2];
+  key_range(ra, first[0], last[0]);
+  key_range(rb, first[1], last[1]);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float o[DH / 8][4];
+#pragma unroll
+  for (int n = 0; n < DH / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  const bool warp_active = r0 < rows;
+  const float qk_scale = a.scale * kLog2e;  // scores in log2 units: exp2 is the fast exponential
+
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    const int buf = (tile - tile_begin) & 1;
+    if (tile + 1 < tile_end) {
+      load_tile(tile + 1, buf ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // this tile (and, the first time, Q) is in shared memory for every warp
+    if (warp_active) {
+      const KV* k_tile = sk(buf);
+      const KV* v_tile = sv(buf);
+      float s[kKeys / 8][4];
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+      // ldmatrix: lane l addresses row l % 8 of 8×8 matrix l / 8.
+      const int mi = lane / 8, mr = lane % 8;
+#pragma unroll
+      for (int kd = 0; kd < DH; kd += 16) {
+        unsigned qa[4];
+        ldmatrix_x4(qa, sq + (r0 + mr + (mi & 1) * 8) * kLd + kd + (mi >> 1) * 8);
+#pragma unroll
+        for (int np = 0; np < kKeys / 16; ++np) {
+          unsigned kb[4];
+          ldmatrix_x4(kb, k_tile + (np * 16 + mr + (mi >> 1) * 8) * kLd + kd + (mi & 1) * 8);
+          mma(s[2 * np], qa, kb[0], kb[1]);
+          mma(s[2 * np + 1], qa, kb[2], kb[3]);
+        }
+      }
+
+      // Scale, cap, mask; the row maxima over the 4 lanes that share a row.
+      const int j0 = kmin + tile * kKeys + 2 * (lane % 4);
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e / 2, j = j0 + 8 * n + (e & 1);
+          float v = s[n][e];
+          if (a.softcap > 0.0f) v = a.softcap * tanhf(v * a.scale / a.softcap) * kLog2e;
+          else v *= qk_scale;
+          v = j >= first[h] && j <= last[h] ? v : -INFINITY;
+          s[n][e] = v;
+          mx[h] = fmaxf(mx[h], v);
+        }
+      }
+      float corr[2], base[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+        const float m_new = fmaxf(m[h], mx[h]);
+        base[h] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet: every weight is 0
+        corr[h] = fast_exp2(m[h] - base[h]);
+        m[h] = m_new;
+        l[h] *= corr[h];
+      }
+#pragma unroll
+      for (int n = 0; n < DH / 8; ++n) {
+        o[n][0] *= corr[0], o[n][1] *= corr[0];
+        o[n][2] *= corr[1], o[n][3] *= corr[1];
+      }
+      // P = exp2(S - max) as bf16 A operands: the accumulators of key blocks 2k and 2k+1 are
+      // exactly the A fragment of keys 16k..16k+15.
+      unsigned pa[kKeys / 16][4];
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; ++n) {
+        float p0 = fast_exp2(s[n][0] - base[0]), p1 = fast_exp2(s[n][1] - base[0]);
+        float p2 = fast_exp2(s[n][2] - base[1]), p3 = fast_exp2(s[n][3] - base[1]);
+        l[0] += p0 + p1, l[1] += p2 + p3;
+        pa[n / 2][(n & 1) * 2] = pack_bf16(p0, p1);
+        pa[n / 2][(n & 1) * 2 + 1] = pack_bf16(p2, p3);
+      }
+#pragma unroll
+      for (int kk = 0; kk < kKeys / 16; ++kk) {
+#pragma unroll
+        for (int dp = 0; dp < DH / 16; ++dp) {
+          unsigned vb[4];
+          ldmatrix_x4_trans(vb, v_tile + (kk * 16 + mr + (mi & 1) * 8) * kLd + dp * 16 + (mi >> 1) * 8);
+          mma(o[2 * dp], pa[kk], vb[0], vb[1]);
+          mma(o[2 * dp + 1], pa[kk], vb[2], vb[3]);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with this buffer before it is refilled
+  }
+  if (!warp_active) return;
+
+  // Row sums over the 4 lanes of a row, then this thread's columns of its two rows.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = h == 0 ? ra : rb;
+    if (r >= rows) continue;
+    const int64_t th = int64_t(t0 + r / G) * a.H + kvh * G + r % G;
+    const int c = 2 * (lane % 4);
     if (splits == 1) {
-      a.out[th * DH + d] = row_l[r] > 0.0f ? o / row_l[r] : 0.0f;
+      const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+#pragma unroll
+      for (int n = 0; n < DH / 8; ++n)
+        *reinterpret_cast<float2*>(a.out + th * DH + 8 * n + c) = make_float2(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
     } else {
       float* p = partial + (th * splits + split) * (DH + 2);
-      p[d] = o;
-      if (d == 0) p[DH] = row_m[r], p[DH + 1] = row_l[r];
+#pragma unroll
+      for (int n = 0; n < DH / 8; ++n) p[8 * n + c] = o[n][2 * h], p[8 * n + c + 1] = o[n][2 * h + 1];
+      if (lane % 4 == 0) p[DH] = l[h] > 0.0f ? m[h] * kLn2 : -INFINITY, p[DH + 1] = l[h];
     }
   }
 }

@@ -79,6 +79,13 @@ class CudaBackend final : public Backend {
     TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
+  Tensor host_empty(DType dtype, Shape shape) override {
+    void* p = nullptr;
+    TESSERA_CUDA_CHECK(cudaMallocHost(&p, size_t(std::max<int64_t>(1, shape_numel(shape))) * dtype_size(dtype)));
+    std::shared_ptr<void> owner(p, [](void* q) { cudaFreeHost(q); });
+    return Tensor::view(p, dtype, std::move(shape), std::move(owner), Device::CPU);
+  }
+
   void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override {
     require_device(table, "embedding", "table");
     require_i32(ids, "embedding", "ids");
@@ -98,24 +105,41 @@ class CudaBackend final : public Backend {
   }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) override {
+    linear_group(x, {{w, bias, out}});
+  }
+
+  void linear_group(const Tensor& x, std::initializer_list<LinearPart> parts) override {
     require_f32(x, "linear", "input");
-    require_device(w, "linear", "weight");
-    require_f32(out, "linear", "out");
-    int64_t K = x.dim(-1), T = x.numel() / K, N = w.dim(0);
-    TESSERA_CHECK(w.dim(1) == K, "linear: weight " + shape_str(w.shape()) + " vs input " + shape_str(x.shape()));
-    if (w.dtype() == DType::F32) {
-      gemm_->run(x.raw(), w.raw(), DType::F32, ptr(out), T, N, K);
-    } else if (!cuda::gemv(ptr(x), w.raw(), w.dtype(), ptr(out), T, N, K, stream_)) {
-      // 16-bit weights beyond the GEMV's few tokens: the activations go to the weight's format,
-      // accumulation stays f32.
-      Tensor x16 = empty(w.dtype(), {T, K});
-      cuda::convert_f32(ptr(x), T * K, x16.raw(), w.dtype(), stream_);
-      gemm_->run(x16.raw(), w.raw(), w.dtype(), ptr(out), T, N, K);
+    TESSERA_CHECK(parts.size() > 0, "linear: an empty group");
+    const int64_t K = x.dim(-1), T = x.numel() / K;
+    const DType dt = parts.begin()->weight.dtype();
+    cuda::GemvGroup g;
+    for (const LinearPart& p : parts) {
+      require_device(p.weight, "linear", "weight");
+      require_f32(p.out, "linear", "out");
+      TESSERA_CHECK(p.weight.dim(1) == K, "linear: weight " + shape_str(p.weight.shape()) + " vs input " +
+                                              shape_str(x.shape()));
+      TESSERA_CHECK(p.weight.dtype() == dt, "linear: the weights of a group differ in dtype");
+      if (g.count < cuda::GemvGroup::kMaxParts) {
+        g.w[g.count] = p.weight.raw(), g.out[g.count] = ptr(p.out);
+        g.rows_end[g.count] = (g.count ? g.rows_end[g.count - 1] : 0) + p.weight.dim(0);
+      }
+      ++g.count;
     }
-    if (bias.defined()) {
-      require_device(bias, "linear", "bias");
-      cuda::add_bias(ptr(out), bias.raw(), bias.dtype(), T, N, stream_);
+    if (dt == DType::F32) {
+      for (const LinearPart& p : parts) gemm_->run(x.raw(), p.weight.raw(), DType::F32, ptr(p.out), T, p.weight.dim(0), K);
+    } else if (!cuda::gemv(ptr(x), g, dt, T, K, stream_)) {
+      // 16-bit weights beyond the GEMV's few tokens: the activations go to the weight's format
+      // once for the group, accumulation stays f32.
+      Tensor x16 = empty(dt, {T, K});
+      cuda::convert_f32(ptr(x), T * K, x16.raw(), dt, stream_);
+      for (const LinearPart& p : parts) gemm_->run(x16.raw(), p.weight.raw(), dt, ptr(p.out), T, p.weight.dim(0), K);
     }
+    for (const LinearPart& p : parts)
+      if (p.bias.defined()) {
+        require_device(p.bias, "linear", "bias");
+        cuda::add_bias(ptr(p.out), p.bias.raw(), p.bias.dtype(), T, p.weight.dim(0), stream_);
+      }
   }
 
   void rope(Tensor& x, const Tensor& positions, const RopeParams& p) override {
@@ -190,6 +214,18 @@ class CudaBackend final : public Backend {
     require_f32(b, "add", "b");
     require_f32(out, "add", "out");
     cuda::add(ptr(a), ptr(b), ptr(out), a.numel(), stream_);
+  }
+
+  void add_rms_norm(Tensor& x, const Tensor& delta, const Tensor& w, float eps, float offset, Tensor& out) override {
+    require_f32(x, "add_rms_norm", "x");
+    require_f32(delta, "add_rms_norm", "delta");
+    require_device(w, "add_rms_norm", "weight");
+    require_f32(out, "add_rms_norm", "out");
+    const int64_t D = x.dim(-1);
+    TESSERA_CHECK(w.numel() == D && delta.numel() == x.numel() && out.numel() == x.numel(),
+                  "add_rms_norm: shapes " + shape_str(x.shape()) + ", " + shape_str(delta.shape()) + ", weight " +
+                      shape_str(w.shape()));
+    cuda::add_rms_norm(ptr(x), ptr(delta), w.raw(), w.dtype(), eps, offset, x.numel() / D, D, ptr(out), stream_);
   }
 
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {

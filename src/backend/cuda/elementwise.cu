@@ -21,24 +21,46 @@ __global__ void embedding_kernel(const T* table, const int32_t* ids, int64_t D, 
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) o[i] = (id >= 0 && id < V) ? to_f32(table[id * D + i]) : NAN;
 }
 
+// Sum over the block (at most 1024 threads); every thread gets the total.
+__device__ float block_sum(float v) {
+  __shared__ float partial[32];
+  v = warp_sum(v);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float w = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x] : 0.0f;
+    w = warp_sum(w);
+    if (threadIdx.x == 0) partial[0] = w;
+  }
+  __syncthreads();
+  return partial[0];
+}
+
 template <class T>
 __global__ void rms_norm_kernel(const float* x, const T* w, float eps, float offset, int64_t D, float* out) {
-  __shared__ float partial[32];
   const float* xr = x + blockIdx.x * D;
   float ss = 0;
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) ss += xr[i] * xr[i];
-  ss = warp_sum(ss);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    float v = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x] : 0.0f;
-    v = warp_sum(v);
-    if (threadIdx.x == 0) partial[0] = v;
-  }
-  __syncthreads();
-  float inv = 1.0f / sqrtf(partial[0] / float(D) + eps);
+  float inv = 1.0f / sqrtf(block_sum(ss) / float(D) + eps);
   float* o = out + blockIdx.x * D;
   // Each thread rewrites only the elements it read above, so out may alias x.
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) o[i] = xr[i] * inv * (to_f32(w[i]) + offset);
+}
+
+template <class T>
+__global__ void add_rms_norm_kernel(float* x, const float* delta, const T* w, float eps, float offset, int64_t D,
+                                    float* out) {
+  float* xr = x + blockIdx.x * D;
+  const float* dr = delta + blockIdx.x * D;
+  float ss = 0;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+    float v = xr[i] + dr[i];
+    xr[i] = v;
+    ss += v * v;
+  }
+  float inv = 1.0f / sqrtf(block_sum(ss) / float(D) + eps);
+  float* o = out + blockIdx.x * D;
+  // Each thread rewrites only the elements it read above, so out may alias delta.
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) o[i] = xr[i] * inv * (to_f32(w[i]) + offset);
 }
 
@@ -110,38 +132,41 @@ int row_threads(int64_t D) { return D >= 4096 ? 512 : D >= 1024 ? 256 : D >= 256
 
 }  // namespace
 
+// Calls f with w as a typed pointer of its dtype.
+template <class F>
+void with_weight(const void* w, DType dt, const char* op, F&& f) {
+  switch (dt) {
+    case DType::F32: f(static_cast<const float*>(w)); break;
+    case DType::BF16: f(static_cast<const __nv_bfloat16*>(w)); break;
+    case DType::F16: f(static_cast<const __half*>(w)); break;
+    default: throw Error(std::string(op) + ": unsupported weight dtype " + std::string(dtype_name(dt)));
+  }
+}
+
 void embedding(const void* table, DType dt, const int32_t* ids, int64_t T, int64_t D, int64_t V, float* out,
                cudaStream_t s) {
   if (T == 0) return;
   int th = row_threads(D);
-  switch (dt) {
-    case DType::F32: embedding_kernel<<<T, th, 0, s>>>(static_cast<const float*>(table), ids, D, V, out); break;
-    case DType::BF16:
-      embedding_kernel<<<T, th, 0, s>>>(static_cast<const __nv_bfloat16*>(table), ids, D, V, out);
-      break;
-    case DType::F16: embedding_kernel<<<T, th, 0, s>>>(static_cast<const __half*>(table), ids, D, V, out); break;
-    default: throw Error("embedding: unsupported table dtype " + std::string(dtype_name(dt)));
-  }
+  with_weight(table, dt, "embedding", [&](auto* t) { embedding_kernel<<<T, th, 0, s>>>(t, ids, D, V, out); });
   check_launch("embedding");
 }
 
 void rms_norm(const float* x, const void* w, DType dt, float eps, float offset, int64_t rows, int64_t D, float* out,
               cudaStream_t s) {
   if (rows == 0) return;
-  int th = row_threads(D);
-  switch (dt) {
-    case DType::F32:
-      rms_norm_kernel<<<rows, th, 0, s>>>(x, static_cast<const float*>(w), eps, offset, D, out);
-      break;
-    case DType::BF16:
-      rms_norm_kernel<<<rows, th, 0, s>>>(x, static_cast<const __nv_bfloat16*>(w), eps, offset, D, out);
-      break;
-    case DType::F16:
-      rms_norm_kernel<<<rows, th, 0, s>>>(x, static_cast<const __half*>(w), eps, offset, D, out);
-      break;
-    default: throw Error("rms_norm: unsupported weight dtype " + std::string(dtype_name(dt)));
-  }
+  with_weight(w, dt, "rms_norm", [&](auto* wt) {
+    rms_norm_kernel<<<rows, row_threads(D), 0, s>>>(x, wt, eps, offset, D, out);
+  });
   check_launch("rms_norm");
+}
+
+void add_rms_norm(float* x, const float* delta, const void* w, DType dt, float eps, float offset, int64_t rows,
+                  int64_t D, float* out, cudaStream_t s) {
+  if (rows == 0) return;
+  with_weight(w, dt, "add_rms_norm", [&](auto* wt) {
+    add_rms_norm_kernel<<<rows, row_threads(D), 0, s>>>(x, delta, wt, eps, offset, D, out);
+  });
+  check_launch("add_rms_norm");
 }
 
 void rope(float* x, const int32_t* positions, const float* inv_freq, float scaling, int64_t T, int64_t H,
@@ -209,14 +234,7 @@ void convert_f32(const float* x, int64_t n, void* out, DType dt, cudaStream_t s)
 void add_bias(float* out, const void* bias, DType dt, int64_t T, int64_t N, cudaStream_t s) {
   if (T * N == 0) return;
   int g = blocks_for(T * N);
-  switch (dt) {
-    case DType::F32: add_bias_kernel<<<g, kThreads, 0, s>>>(out, static_cast<const float*>(bias), T, N); break;
-    case DType::BF16:
-      add_bias_kernel<<<g, kThreads, 0, s>>>(out, static_cast<const __nv_bfloat16*>(bias), T, N);
-      break;
-    case DType::F16: add_bias_kernel<<<g, kThreads, 0, s>>>(out, static_cast<const __half*>(bias), T, N); break;
-    default: throw Error("linear: unsupported bias dtype " + std::string(dtype_name(dt)));
-  }
+  with_weight(bias, dt, "add_bias", [&](auto* b) { add_bias_kernel<<<g, kThreads, 0, s>>>(out, b, T, N); });
   check_launch("add_bias");
 }
 

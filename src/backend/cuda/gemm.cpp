@@ -1,5 +1,6 @@
 #include "backend/cuda/gemm.h"
 
+#include <cmath>
 #include <cstdint>
 
 #include "backend/cuda/check.h"
@@ -42,7 +43,7 @@ Gemm::~Gemm() {
 }
 
 // Column-major view: out (N × T, ld N) = W (stored K × N, ld K)ᵀ · X (K × T, ld K).
-const Gemm::Plan& Gemm::plan(const Key& key) {
+const Gemm::Plan& Gemm::plan(const Key& key, const void* a, const void* w, float* out) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   auto [dt, T, N, K, align_a, align_w, align_out] = key;
@@ -65,20 +66,48 @@ const Gemm::Plan& Gemm::plan(const Key& key) {
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ax, sizeof(ax));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ao, sizeof(ao));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ao, sizeof(ao));
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kCandidates]{};
   int found = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  const bool tune = DType(dt) != DType::F32 && T <= kTunedTokens;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref, tune ? kCandidates : 1,
+                                                     results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0)
     throw Error("cuBLASLt: no algorithm for linear " + std::string(dtype_name(DType(dt))) + " T=" +
                 std::to_string(T) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
-  p.algo = result.algo;
+  p.algo = results[0].algo;
+  if (found > 1) {
+    // Time each candidate (3 runs after a warm-up) on this call's operands; out is rewritten
+    // by the real product afterwards.
+    cudaEvent_t start, stop;
+    TESSERA_CUDA_CHECK(cudaEventCreate(&start));
+    TESSERA_CUDA_CHECK(cudaEventCreate(&stop));
+    const float one = 1.0f, zero = 0.0f;
+    float best = INFINITY;
+    for (int i = 0; i < found; ++i) {
+      if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+      auto matmul = [&] {
+        return cublasLtMatmul(handle_, p.desc, &one, w, p.a, a, p.b, &zero, out, p.c, out, p.c, &results[i].algo,
+                              workspace_, workspace_bytes_, stream_);
+      };
+      if (matmul() != CUBLAS_STATUS_SUCCESS) continue;
+      TESSERA_CUDA_CHECK(cudaEventRecord(start, stream_));
+      for (int r = 0; r < 3; ++r) matmul();
+      TESSERA_CUDA_CHECK(cudaEventRecord(stop, stream_));
+      TESSERA_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      if (ms < best) best = ms, p.algo = results[i].algo;
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
   return plans_.emplace(key, p).first->second;
 }
 
 void Gemm::run(const void* a, const void* w, DType dtype, float* out, int64_t T, int64_t N, int64_t K) {
   if (T == 0 || N == 0) return;
-  const Plan& p = plan({int(dtype), T, N, K, alignment(a), alignment(w), alignment(out)});
+  const Plan& p = plan({int(dtype), T, N, K, alignment(a), alignment(w), alignment(out)}, a, w, out);
   const float one = 1.0f, zero = 0.0f;
   TESSERA_CUDA_CHECK(cublasLtMatmul(handle_, p.desc, &one, w, p.a, a, p.b, &zero, out, p.c, out, p.c, &p.algo,
                                     workspace_, workspace_bytes_, stream_));

@@ -1,6 +1,8 @@
 // Matrix products through cuBLASLt: out[T, N] (f32) = a[T, K] · w[N, K]ᵀ, with a and w of one
 // dtype (f32, bf16 or f16), accumulating in f32. f32 runs as true f32 (no TF32), so that f32
-// models give what the CPU gives. One plan (layouts + algorithm) is kept per shape.
+// models give what the CPU gives. One plan (layouts + algorithm) is kept per shape; for the
+// 16-bit products of up to kTunedTokens tokens (decode batches, which repeat every step) the
+// algorithm is the fastest of cuBLASLt's candidates, timed on the first call.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -29,7 +31,10 @@ class Gemm {
   };
   // dtype, T, N, K, alignment of the three pointers (cuBLASLt picks kernels by alignment)
   using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int, int>;
-  const Plan& plan(const Key& key);
+  // The operands of the first call, for timing the candidates.
+  const Plan& plan(const Key& key, const void* a, const void* w, float* out);
+  static constexpr int64_t kTunedTokens = 512;
+  static constexpr int kCandidates = 8;
 
   cudaStream_t stream_;
   cublasLtHandle_t handle_ = nullptr;

@@ -1,5 +1,6 @@
 // Matrix-vector products for few tokens (decode): out[T, N] = x[T, K] · w[N, K]ᵀ with 16-bit
-// weights and f32 activations, read once at memory speed. One warp per output row; each lane
+// weights and f32 activations, read once at memory speed, for up to 4 matrices that share x in
+// one launch (their rows numbered one after another). One warp per output row; each lane
 // reads 16 bytes (8 weights) at a time, so a warp streams 512 contiguous bytes per step, and
 // multiplies them with each token's activations (small, served from L1/L2). The activations
 // stay f32, so this is also more exact than the GEMM path, which rounds them to 16 bits.
@@ -30,13 +31,22 @@ __device__ __forceinline__ void unpack8(const uint4& raw, const __half*, float* 
 }
 
 template <class W, int kTokens>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(const float* __restrict__ x,
-                                                                   const W* __restrict__ w, float* __restrict__ out,
-                                                                   int64_t N, int64_t K) {
-  const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(const float* __restrict__ x, GemvGroup g,
+                                                                   int64_t K) {
+  int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  if (n >= N) return;
-  const W* wr = w + n * K;
+  // The part this row belongs to, with constant indices only (a computed index into the
+  // parameter array would copy it to local memory).
+  const void* w = g.w[0];
+  float* out = g.out[0];
+  int64_t first = 0, N = g.rows_end[0];
+#pragma unroll
+  for (int p = 1; p < GemvGroup::kMaxParts; ++p)
+    if (p < g.count && n >= g.rows_end[p - 1])
+      w = g.w[p], out = g.out[p], first = g.rows_end[p - 1], N = g.rows_end[p] - first;
+  n -= first;
+  if (n >= N) return;  // past the last part
+  const W* wr = static_cast<const W*>(w) + n * K;
   float acc[kTokens];
 #pragma unroll
   for (int t = 0; t < kTokens; ++t) acc[t] = 0.0f;
@@ -61,25 +71,30 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(const float* 
 }
 
 template <class W, int kTokens>
-void launch(const float* x, const W* w, float* out, int64_t N, int64_t K, cudaStream_t s) {
-  gemv_kernel<W, kTokens><<<unsigned((N + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * 32, 0, s>>>(
-      x, w, out, N, K);
+void launch(const float* x, const GemvGroup& g, int64_t K, cudaStream_t s) {
+  const int64_t rows = g.rows_end[g.count - 1];
+  gemv_kernel<W, kTokens><<<unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * 32, 0, s>>>(
+      x, g, K);
 }
 
 template <class W>
-void dispatch(const float* x, const W* w, float* out, int64_t T, int64_t N, int64_t K, cudaStream_t s) {
+void dispatch(const float* x, const GemvGroup& g, int64_t T, int64_t K, cudaStream_t s) {
   static_assert(kGemvMaxTokens == 2, "one instantiation per token count");
-  if (T == 1) launch<W, 1>(x, w, out, N, K, s);
-  else launch<W, 2>(x, w, out, N, K, s);
+  if (T == 1) launch<W, 1>(x, g, K, s);
+  else launch<W, 2>(x, g, K, s);
 }
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
-bool gemv(const float* x, const void* w, DType dt, float* out, int64_t T, int64_t N, int64_t K, cudaStream_t s) {
-  bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
-  if (T < 1 || T > kGemvMaxTokens || K % 8 != 0 || !aligned || (dt != DType::BF16 && dt != DType::F16)) return false;
-  if (dt == DType::BF16) dispatch(x, static_cast<const __nv_bfloat16*>(w), out, T, N, K, s);
-  else dispatch(x, static_cast<const __half*>(w), out, T, N, K, s);
+bool gemv(const float* x, const GemvGroup& g, DType dt, int64_t T, int64_t K, cudaStream_t s) {
+  bool ok = T >= 1 && T <= kGemvMaxTokens && K % 8 == 0 && aligned16(x) && (dt == DType::BF16 || dt == DType::F16) &&
+            g.count >= 1 && g.count <= GemvGroup::kMaxParts;
+  for (int p = 0; ok && p < g.count; ++p) ok = aligned16(g.w[p]);
+  if (!ok) return false;
+  if (dt == DType::BF16) dispatch<__nv_bfloat16>(x, g, T, K, s);
+  else dispatch<__half>(x, g, T, K, s);
   check_launch("gemv");
   return true;
 }

@@ -15,6 +15,9 @@ void embedding(const void* table, DType dtype, const int32_t* ids, int64_t T, in
 // out may alias x.
 void rms_norm(const float* x, const void* w, DType w_dtype, float eps, float offset, int64_t rows, int64_t D,
               float* out, cudaStream_t s);
+// x += delta, then out = rms_norm(x); out may alias delta.
+void add_rms_norm(float* x, const float* delta, const void* w, DType w_dtype, float eps, float offset, int64_t rows,
+                  int64_t D, float* out, cudaStream_t s);
 void rope(float* x, const int32_t* positions, const float* inv_freq, float scaling, int64_t T, int64_t H,
           int64_t Dh, int rotary_dim, cudaStream_t s);
 // Rows with a slot outside [0, num_slots) are skipped.
@@ -25,12 +28,21 @@ void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
 // Out-of-range rows give rows of NaN.
 void gather_rows(const float* x, const int32_t* rows, int64_t R, int64_t D, int64_t num_rows, float* out,
                  cudaStream_t s);
-// out[T, N] = x[T, K] · w[N, K]ᵀ for 16-bit weights and at most kGemvMaxTokens tokens (decode),
-// at memory speed (each further token re-reads the activations from L1, so beyond 2 tokens
-// cuBLASLt is faster). Returns false (nothing launched) where it does not apply: other dtypes, more
-// tokens, K not a multiple of 8, or pointers not 16-byte aligned.
+// Matrices of one input for gemv(): part p has rows_end[p] - rows_end[p - 1] rows of K weights
+// at w[p] and writes out[p] [T, its rows].
+struct GemvGroup {
+  static constexpr int kMaxParts = 4;
+  const void* w[kMaxParts];
+  float* out[kMaxParts];
+  int64_t rows_end[kMaxParts];
+  int count = 0;
+};
+// out[T, N] = x[T, K] · w[N, K]ᵀ per part, for 16-bit weights and at most kGemvMaxTokens tokens
+// (decode), at memory speed (each further token re-reads the activations from L1, so beyond 2
+// tokens cuBLASLt is faster). Returns false (nothing launched) where it does not apply: other
+// dtypes, more tokens, K not a multiple of 8, or pointers not 16-byte aligned.
 constexpr int kGemvMaxTokens = 2;
-bool gemv(const float* x, const void* w, DType dtype, float* out, int64_t T, int64_t N, int64_t K, cudaStream_t s);
+bool gemv(const float* x, const GemvGroup& g, DType dtype, int64_t T, int64_t K, cudaStream_t s);
 // f32 → bf16 / f16 (round to nearest even), for the activation side of 16-bit matrix products.
 void convert_f32(const float* x, int64_t n, void* out, DType dtype, cudaStream_t s);
 // out[T, N] += bias[N]
