@@ -105,12 +105,14 @@ Model build_model(Backend& be, int kv_tokens) {
     Layer L;
     L.in_norm = norm_weight(be, H);
     L.post_norm = norm_weight(be, H);
-    L.q = matrix(narrow, m.heads * Dh, H);
-    L.k = matrix(narrow, m.kv_heads * Dh, H);
-    L.v = matrix(narrow, m.kv_heads * Dh, H);
+    // q/k/v and gate/up stacked by rows, as the backend's upload_group stores them.
+    Tensor qkv = matrix(narrow, (m.heads + 2 * m.kv_heads) * Dh, H), gate_up = matrix(narrow, 2 * I, H);
+    L.q = qkv.slice_rows(0, m.heads * Dh);
+    L.k = qkv.slice_rows(m.heads * Dh, (m.heads + m.kv_heads) * Dh);
+    L.v = qkv.slice_rows((m.heads + m.kv_heads) * Dh, (m.heads + 2 * m.kv_heads) * Dh);
     L.o = matrix(narrow, H, m.heads * Dh);
-    L.gate = matrix(narrow, I, H);
-    L.up = matrix(narrow, I, H);
+    L.gate = gate_up.slice_rows(0, I);
+    L.up = gate_up.slice_rows(I, 2 * I);
     L.down = matrix(wide, H, I);
     M.layers.push_back(std::move(L));
   }

@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -54,6 +55,13 @@ class Backend {
   // in this backend's memory (the CPU backend returns the same view: weights are never copied).
   virtual Tensor empty(DType dtype, Shape shape) = 0;
   virtual Tensor upload(const Tensor& host) = 0;
+  // Uploads matrices that linear_group() will use together (q/k/v, gate/up); a backend may
+  // store them as consecutive rows of one matrix, to run the group as one product.
+  virtual std::vector<Tensor> upload_group(const std::vector<Tensor>& hosts) {
+    std::vector<Tensor> out;
+    for (const Tensor& h : hosts) out.push_back(upload(h));
+    return out;
+  }
   virtual void download(const Tensor& src, void* host_dst) = 0;
   // Host memory that download() fills fastest (page-locked for a GPU, so the copy is one DMA);
   // plain memory on the CPU.

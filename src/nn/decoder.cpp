@@ -43,16 +43,16 @@ Decoder::Decoder(const HfConfig& cfg, const DecoderOptions& opts, const WeightSt
     Layer L;
     L.input_layernorm = load(w, p + "input_layernorm.weight", {H});
     L.post_attention_layernorm = load(w, p + "post_attention_layernorm.weight", {H});
-    L.q_proj = load_linear(w, p + "self_attn.q_proj", opts.num_heads * Dh, H, opts.qkv_bias);
-    L.k_proj = load_linear(w, p + "self_attn.k_proj", opts.num_kv_heads * Dh, H, opts.qkv_bias);
-    L.v_proj = load_linear(w, p + "self_attn.v_proj", opts.num_kv_heads * Dh, H, opts.qkv_bias);
+    load_group(w, {{&L.q_proj, p + "self_attn.q_proj", opts.num_heads * Dh},
+                   {&L.k_proj, p + "self_attn.k_proj", opts.num_kv_heads * Dh},
+                   {&L.v_proj, p + "self_attn.v_proj", opts.num_kv_heads * Dh}},
+               H, opts.qkv_bias);
     L.o_proj = load_linear(w, p + "self_attn.o_proj", H, opts.num_heads * Dh, opts.o_bias);
     if (opts.qk_norm) {
       L.q_norm = load(w, p + "self_attn.q_norm.weight", {Dh});
       L.k_norm = load(w, p + "self_attn.k_norm.weight", {Dh});
     }
-    L.gate_proj = load_linear(w, p + "mlp.gate_proj", I, H, opts.mlp_bias);
-    L.up_proj = load_linear(w, p + "mlp.up_proj", I, H, opts.mlp_bias);
+    load_group(w, {{&L.gate_proj, p + "mlp.gate_proj", I}, {&L.up_proj, p + "mlp.up_proj", I}}, H, opts.mlp_bias);
     L.down_proj = load_linear(w, p + "mlp.down_proj", H, I, opts.mlp_bias);
     layers_.push_back(std::move(L));
   }
@@ -67,6 +67,17 @@ Decoder::Linear Decoder::load_linear(const WeightStore& w, const std::string& na
   l.weight = load(w, name + ".weight", {out, in});
   if (bias) l.bias = load(w, name + ".bias", {out});
   return l;
+}
+
+void Decoder::load_group(const WeightStore& w, std::initializer_list<GroupPart> parts, int in, bool bias) {
+  std::vector<Tensor> host;
+  for (const GroupPart& p : parts) host.push_back(w.get(p.name + ".weight", {p.out, in}));
+  std::vector<Tensor> dev = be_.upload_group(host);
+  size_t i = 0;
+  for (const GroupPart& p : parts) {
+    p.linear->weight = dev[i++];
+    if (bias) p.linear->bias = load(w, p.name + ".bias", {p.out});
+  }
 }
 
 Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {

@@ -51,6 +51,13 @@ class Decoder {
     Linear q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;
   };
   Linear load_linear(const WeightStore& w, const std::string& name, int out, int in, bool bias);
+  // Projections of one input (q/k/v, gate/up), uploaded together so the backend may stack them.
+  struct GroupPart {
+    Linear* linear;
+    std::string name;
+    int out;
+  };
+  void load_group(const WeightStore& w, std::initializer_list<GroupPart> parts, int in, bool bias);
   Tensor load(const WeightStore& w, const std::string& name, const Shape& shape);
   void linear(const Tensor& x, const Linear& l, Tensor& out) { be_.linear(x, l.weight, l.bias, out); }
 

@@ -180,33 +180,37 @@ TEST(CudaOps, Linear) {
     }
 }
 
-// q/k/v- and gate/up-shaped groups, through the one-launch GEMV (1-2 tokens) and the shared
-// conversion + GEMM path (more tokens), against the reference's linear per part.
+// q/k/v- and gate/up-shaped groups, uploaded apart or stacked (upload_group), through the
+// one-launch GEMV (1-2 tokens), the stacked product + column scatter, and the per-part
+// products (more tokens), against the reference's linear per part.
 TEST(CudaOps, LinearGroup) {
   TESSERA_REQUIRE_CUDA(be);
   std::mt19937 rng(13);
   for (DType dt : kWeightTypes)
-    for (auto [T, K, bias] : {std::tuple{1, 512, false}, {2, 1024, true}, {9, 256, false}, {64, 512, true}}) {
-      const std::vector<int> rows = {K, K / 4, K / 4 + 8};
-      std::vector<Tensor> w, b, want, out;
-      Tensor x = random_host(DType::F32, {T, K}, 1.0f, rng);
-      for (int n : rows) {
-        w.push_back(random_host(dt, {n, K}, 1.0f / std::sqrt(float(K)), rng));
-        b.push_back(bias ? random_host(dt, {n}, 1.0f, rng) : Tensor());
-        want.push_back(Tensor::empty(DType::F32, {T, n}));
-        reference().linear(x, w.back(), b.back(), want.back());
-        out.push_back(poisoned(*be, {T, n}));
+    for (auto [T, K, bias] : {std::tuple{1, 512, false}, {2, 1024, true}, {9, 256, false}, {64, 512, true},
+                              {600, 256, false}})
+      for (bool stacked : {false, true}) {
+        const std::vector<int> rows = {K, K / 4, K / 4 + 8};
+        std::vector<Tensor> w, b, want, out, gb;
+        Tensor x = random_host(DType::F32, {T, K}, 1.0f, rng);
+        for (int n : rows) {
+          w.push_back(random_host(dt, {n, K}, 1.0f / std::sqrt(float(K)), rng));
+          b.push_back(bias ? random_host(dt, {n}, 1.0f, rng) : Tensor());
+          want.push_back(Tensor::empty(DType::F32, {T, n}));
+          reference().linear(x, w.back(), b.back(), want.back());
+          out.push_back(poisoned(*be, {T, n}));
+          gb.push_back(bias ? be->upload(b.back()) : Tensor());
+        }
+        std::vector<Tensor> gw;
+        if (stacked) gw = be->upload_group(w);
+        else
+          for (const Tensor& t : w) gw.push_back(be->upload(t));
+        be->linear_group(be->upload(x), {{gw[0], gb[0], out[0]}, {gw[1], gb[1], out[1]}, {gw[2], gb[2], out[2]}});
+        for (size_t i = 0; i < rows.size(); ++i)
+          expect_close("linear_group", fmt("%s T%d K%d part %zu%s%s", dname(dt).c_str(), T, K, i, bias ? " bias" : "",
+                                           stacked ? " stacked" : ""),
+                       to_host_f32(*be, out[i]), host_values(want[i]), limit_for(dt));
       }
-      std::vector<Tensor> gw, gb;
-      for (size_t i = 0; i < rows.size(); ++i) {
-        gw.push_back(be->upload(w[i]));
-        gb.push_back(bias ? be->upload(b[i]) : Tensor());
-      }
-      be->linear_group(be->upload(x), {{gw[0], gb[0], out[0]}, {gw[1], gb[1], out[1]}, {gw[2], gb[2], out[2]}});
-      for (size_t i = 0; i < rows.size(); ++i)
-        expect_close("linear_group", fmt("%s T%d K%d part %zu%s", dname(dt).c_str(), T, K, i, bias ? " bias" : ""),
-                     to_host_f32(*be, out[i]), host_values(want[i]), limit_for(dt));
-    }
 }
 
 TEST(CudaOps, AddRmsNorm) {

@@ -1,10 +1,13 @@
 // Paged attention for decode steps (one new token per sequence), for f32 or bf16 KV caches.
-// One block per (sequence, kv head, key split), 4 warps. A warp takes 32 keys at a time, one
-// per lane: each lane reads its key's whole row (16-byte loads) and scores it against every
-// query head of the group (q in shared memory, read as broadcasts), so a K row is read once for
-// the group. The group's online softmax then runs across the warp, and the weighted V rows are
-// summed with lanes over the head dimension (coalesced rows). The warps' partial results are
-// merged at the end (and across blocks by combine_partials when the keys are split).
+// One block per (sequence, kv head, key split), 4 warps. A warp takes 32 / L keys at a time, L
+// lanes per key: each lane reads 1/L of its key's row (16-byte pieces, interleaved so the L
+// lanes read contiguous bytes) and scores it against every query head of the group (q in
+// shared memory), so a K row is read once for the group; log2 L shuffles finish each score. The
+// group's online softmax then runs across the warp, and the weighted V rows are summed with
+// lanes over the head dimension (coalesced rows, 8 loads issued together). L = 1 does the least
+// work per key (large batches, where there are blocks enough to fill the GPU); L = 4 keeps one
+// warp's steps short, so a small batch spreads over many warps (key splits). The warps' partial
+// results are merged at the end (and across blocks by combine_partials when the keys are split).
 #include <cmath>
 
 #include "backend/cuda/check.h"
@@ -30,10 +33,10 @@ __device__ __forceinline__ void load8(const __nv_bfloat16* p, float* f) {
   }
 }
 
-// kDpl: head dims per lane (Dh / 32).
-template <class KV, int kDpl>
+// kDpl: head dims per lane (Dh / 32); L: lanes per key.
+template <class KV, int kDpl, int L>
 __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, float* partial) {
-  constexpr int Dh = 32 * kDpl;
+  constexpr int Dh = 32 * kDpl, kKeysPerStep = 32 / L, kPieces = Dh / 8 / L;
   __shared__ __align__(16) float qs[kMaxGroup * kMaxDh];
   __shared__ float ws_ml[kWarps][kMaxGroup][2];
   __shared__ float ws_acc[kWarps][kMaxGroup][kMaxDh];
@@ -63,30 +66,36 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, fl
     for (int i = 0; i < kDpl; ++i) acc[g][i] = 0.0f;
   }
 
-  for (int base = begin + 32 * warp; base < end; base += 32 * kWarps) {
-    const int j = base + lane;
+  const int key = lane / L, part = lane % L;
+  for (int base = begin + kKeysPerStep * warp; base < end; base += kKeysPerStep * kWarps) {
+    const int j = base + key;
     const bool valid = j < end;
-    const int jj = valid ? j : end - 1;
+    const int jj = valid ? j : end - 1;  // keys past the end read the last one and weigh 0
     const int64_t slot = int64_t(table[jj / a.block_size]) * a.block_size + jj % a.block_size;
     const int64_t row = (slot * a.Hkv + kvh) * Dh;
 
+    // This lane's part of the key: pieces of 8 dims at part, part + L, ... (4 loads in flight).
     float s[kMaxGroup];
 #pragma unroll
     for (int g = 0; g < kMaxGroup; ++g) s[g] = 0.0f;
-#pragma unroll
-    for (int d = 0; d < Dh; d += 8) {
+#pragma unroll 4
+    for (int c = 0; c < kPieces; ++c) {
       float k8[8];
-      load8(kc + row + d, k8);
+      load8(kc + row + (part + L * c) * 8, k8);
 #pragma unroll
       for (int g = 0; g < kMaxGroup; ++g) {
-        if (g < G) {
-          const float4* q4 = reinterpret_cast<const float4*>(qs + g * Dh + d);
-          float4 qa = q4[0], qb = q4[1];
-          s[g] += qa.x * k8[0] + qa.y * k8[1] + qa.z * k8[2] + qa.w * k8[3] + qb.x * k8[4] + qb.y * k8[5] +
-                  qb.z * k8[6] + qb.w * k8[7];
-        }
+        if (g >= G) continue;
+        const float4* q4 = reinterpret_cast<const float4*>(qs + g * Dh + (part + L * c) * 8);
+        float4 qa = q4[0], qb = q4[1];
+        s[g] += qa.x * k8[0] + qa.y * k8[1] + qa.z * k8[2] + qa.w * k8[3] + qb.x * k8[4] + qb.y * k8[5] +
+                qb.z * k8[6] + qb.w * k8[7];
       }
     }
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g)
+#pragma unroll
+      for (int o = 1; o < L; o <<= 1) s[g] += __shfl_xor_sync(0xffffffffu, s[g], o);
+    // Online softmax over the step's keys (lanes L apart hold different keys).
     float p[kMaxGroup];
 #pragma unroll
     for (int g = 0; g < kMaxGroup; ++g) {
@@ -96,24 +105,25 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, fl
       v = valid ? v : -INFINITY;
       float mx = v;
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-      float m_new = fmaxf(m[g], mx);  // finite: lane 0's key is always valid
+      for (int o = L; o < 32; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      float m_new = fmaxf(m[g], mx);  // finite: the first key of a step is always valid
       float corr = expf(m[g] - m_new);
       p[g] = expf(v - m_new);
-      l[g] = l[g] * corr + warp_sum(p[g]);
+      float sum = p[g];
+#pragma unroll
+      for (int o = L; o < 32; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      l[g] = l[g] * corr + sum;
       m[g] = m_new;
 #pragma unroll
       for (int i = 0; i < kDpl; ++i) acc[g][i] *= corr;
     }
-    // The weighted V rows, 8 keys at a time: their loads are issued together, so a warp waits
-    // for memory once per 8 rows rather than once per row. Keys past the end have weight 0 and
-    // read the last valid row.
-    const int keys = min(32, end - base);
+    // The weighted V rows, lanes over the head dimension, kVBatch rows' loads at a time.
+    const int keys = min(kKeysPerStep, end - base);
     for (int k0 = 0; k0 < keys; k0 += kVBatch) {
       float v[kVBatch][kDpl];
 #pragma unroll
       for (int u = 0; u < kVBatch; ++u) {
-        const int64_t vrow = __shfl_sync(0xffffffffu, row, k0 + u);
+        const int64_t vrow = __shfl_sync(0xffffffffu, row, (k0 + u) * L);
         if constexpr (kDpl == 8) {
           load8(vc + vrow + lane * 8, v[u]);
         } else if constexpr (kDpl == 4 && sizeof(KV) == 2) {
@@ -131,7 +141,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, fl
 #pragma unroll
         for (int g = 0; g < kMaxGroup; ++g) {
           if (g >= G) continue;
-          float pk = __shfl_sync(0xffffffffu, p[g], k0 + u);
+          float pk = __shfl_sync(0xffffffffu, p[g], (k0 + u) * L);
 #pragma unroll
           for (int i = 0; i < kDpl; ++i) acc[g][i] += pk * v[u][i];
         }
@@ -171,15 +181,21 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, fl
   }
 }
 
-template <class KV>
+template <class KV, int L>
 void launch(const AttentionArgs& a, int splits, float* partial, cudaStream_t s) {
   dim3 grid(unsigned(a.num_seqs), unsigned(a.Hkv), unsigned(splits));
   switch (a.Dh) {
-    case 32: decode_kernel<KV, 1><<<grid, kWarps * 32, 0, s>>>(a, partial); break;
-    case 64: decode_kernel<KV, 2><<<grid, kWarps * 32, 0, s>>>(a, partial); break;
-    case 128: decode_kernel<KV, 4><<<grid, kWarps * 32, 0, s>>>(a, partial); break;
-    default: decode_kernel<KV, 8><<<grid, kWarps * 32, 0, s>>>(a, partial); break;
+    case 32: decode_kernel<KV, 1, L><<<grid, kWarps * 32, 0, s>>>(a, partial); break;
+    case 64: decode_kernel<KV, 2, L><<<grid, kWarps * 32, 0, s>>>(a, partial); break;
+    case 128: decode_kernel<KV, 4, L><<<grid, kWarps * 32, 0, s>>>(a, partial); break;
+    default: decode_kernel<KV, 8, L><<<grid, kWarps * 32, 0, s>>>(a, partial); break;
   }
+}
+
+template <class KV>
+void launch(const AttentionArgs& a, int splits, float* partial, int sm_count, cudaStream_t s) {
+  if (int64_t(a.num_seqs) * a.Hkv * splits < 2 * sm_count) launch<KV, 4>(a, splits, partial, s);
+  else launch<KV, 1>(a, splits, partial, s);
 }
 
 }  // namespace
@@ -190,9 +206,9 @@ bool decode_attention_applies(const AttentionArgs& a, int max_query_len) {
   return max_query_len == 1 && dims && cache && a.H % a.Hkv == 0 && a.H / a.Hkv <= kMaxGroup;
 }
 
-void decode_attention(const AttentionArgs& a, int splits, float* partial, cudaStream_t s) {
-  if (a.cache_dtype == DType::F32) launch<float>(a, splits, partial, s);
-  else launch<__nv_bfloat16>(a, splits, partial, s);
+void decode_attention(const AttentionArgs& a, int splits, float* partial, int sm_count, cudaStream_t s) {
+  if (a.cache_dtype == DType::F32) launch<float>(a, splits, partial, sm_count, s);
+  else launch<__nv_bfloat16>(a, splits, partial, sm_count, s);
   check_launch("decode attention");
   if (splits > 1) combine_partials(partial, a.T * a.H, splits, a.Dh, a.out, s);
 }

@@ -3,6 +3,7 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "backend/cuda/check.h"
@@ -73,6 +74,30 @@ class CudaBackend final : public Backend {
     return t;
   }
 
+  std::vector<Tensor> upload_group(const std::vector<Tensor>& hosts) override {
+    if (hosts.empty()) return {};
+    const Tensor& first = hosts.front();
+    int64_t rows = 0;
+    bool stackable = true;
+    for (const Tensor& h : hosts) {
+      stackable = stackable && h.device() == Device::CPU && h.ndim() == 2 && h.dtype() == first.dtype() && h.dim(1) == first.dim(1);
+      rows += h.dim(0);
+    }
+    std::vector<Tensor> out;
+    if (!stackable) {
+      for (const Tensor& h : hosts) out.push_back(upload(h));
+      return out;
+    }
+    Tensor all = empty(first.dtype(), {rows, first.dim(1)});
+    int64_t row = 0;
+    for (const Tensor& h : hosts) {
+      out.push_back(all.slice_rows(row, row + h.dim(0)));
+      row += h.dim(0);
+      TESSERA_CUDA_CHECK(cudaMemcpyAsync(out.back().raw(), h.raw(), h.nbytes(), cudaMemcpyHostToDevice, stream_));
+    }
+    return out;
+  }
+
   void download(const Tensor& src, void* dst) override {
     require_device(src, "download", "source");
     TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src.raw(), src.nbytes(), cudaMemcpyDeviceToHost, stream_));
@@ -113,14 +138,20 @@ class CudaBackend final : public Backend {
     TESSERA_CHECK(parts.size() > 0, "linear: an empty group");
     const int64_t K = x.dim(-1), T = x.numel() / K;
     const DType dt = parts.begin()->weight.dtype();
-    cuda::GemvGroup g;
+    cuda::StackedParts g;
+    bool stacked = parts.size() > 1;  // the parts are consecutive rows of one matrix
+    const char* next_row = nullptr;
+    int64_t narrowest = INT64_MAX;
     for (const LinearPart& p : parts) {
+      narrowest = std::min(narrowest, p.weight.dim(0));
+      if (next_row) stacked = stacked && p.weight.raw() == next_row;
+      next_row = static_cast<const char*>(p.weight.raw()) + p.weight.nbytes();
       require_device(p.weight, "linear", "weight");
       require_f32(p.out, "linear", "out");
       TESSERA_CHECK(p.weight.dim(1) == K, "linear: weight " + shape_str(p.weight.shape()) + " vs input " +
                                               shape_str(x.shape()));
       TESSERA_CHECK(p.weight.dtype() == dt, "linear: the weights of a group differ in dtype");
-      if (g.count < cuda::GemvGroup::kMaxParts) {
+      if (g.count < cuda::StackedParts::kMaxParts) {
         g.w[g.count] = p.weight.raw(), g.out[g.count] = ptr(p.out);
         g.rows_end[g.count] = (g.count ? g.rows_end[g.count - 1] : 0) + p.weight.dim(0);
       }
@@ -133,7 +164,16 @@ class CudaBackend final : public Backend {
       // once for the group, accumulation stays f32.
       Tensor x16 = empty(dt, {T, K});
       cuda::convert_f32(ptr(x), T * K, x16.raw(), dt, stream_);
-      for (const LinearPart& p : parts) gemm_->run(x16.raw(), p.weight.raw(), dt, ptr(p.out), T, p.weight.dim(0), K);
+      if (stacked && narrowest < kNarrowRows && g.count <= cuda::StackedParts::kMaxParts && T <= kStackedMaxTokens) {
+        // Decode batches: one product over the stacked matrix fills the GPU better than the
+        // narrow parts' own (k/v); its columns are then scattered to the parts.
+        const int64_t N = g.rows_end[g.count - 1];
+        Tensor all = empty(DType::F32, {T, N});
+        gemm_->run(x16.raw(), g.w[0], dt, ptr(all), T, N, K);
+        cuda::split_columns(ptr(all), T, g, stream_);
+      } else {
+        for (const LinearPart& p : parts) gemm_->run(x16.raw(), p.weight.raw(), dt, ptr(p.out), T, p.weight.dim(0), K);
+      }
     }
     for (const LinearPart& p : parts)
       if (p.bias.defined()) {
@@ -193,11 +233,11 @@ class CudaBackend final : public Backend {
     bool decode = cuda::decode_attention_applies(a, m.max_query_len);
     int q_tiles = decode ? 0 : cuda::flash_attention_tiles(a, m.max_query_len, smem_optin_);
     int64_t blocks = q_tiles > 0 ? int64_t(m.num_seqs) * q_tiles * a.Hkv : a.T * a.Hkv;
-    int splits = attention_splits(blocks, m.max_context_len);
+    int splits = attention_splits(blocks, m.max_context_len, decode ? 64 : 128);
     Tensor partial;
     if (splits > 1) partial = empty(DType::F32, {a.T * a.H * splits * (a.Dh + 2)});
     float* part = splits > 1 ? ptr(partial) : nullptr;
-    if (decode) cuda::decode_attention(a, splits, part, stream_);
+    if (decode) cuda::decode_attention(a, splits, part, sm_count_, stream_);
     else if (q_tiles > 0) cuda::flash_attention(a, q_tiles, splits, part, stream_);
     else cuda::attention(a, splits, part, stream_);
   }
@@ -237,13 +277,18 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // Splits the keys of each query into ranges when too few (token, kv head) blocks would fill
-  // the GPU and the contexts are long enough to share (decode).
-  int attention_splits(int64_t blocks, int max_context_len) const {
-    if (blocks >= 2 * sm_count_ || max_context_len < 256) return 1;
+  // Splits the keys of each query into ranges of at least min_keys when too few (token, kv head)
+  // blocks would fill the GPU and the contexts are long enough to share (decode).
+  int attention_splits(int64_t blocks, int max_context_len, int min_keys) const {
+    if (blocks >= 2 * sm_count_ || max_context_len < 2 * min_keys) return 1;
     int64_t want = (2 * sm_count_ + blocks - 1) / blocks;
-    return int(std::clamp<int64_t>(std::min<int64_t>(want, max_context_len / 128), 1, 32));
+    return int(std::clamp<int64_t>(std::min<int64_t>(want, max_context_len / min_keys), 1, 32));
   }
+
+  // Groups run as one stacked product up to this many tokens (beyond, the parts' own products
+  // are efficient and the scatter would cost), when a part is narrower than kNarrowRows (wide
+  // parts such as gate/up measured faster apart).
+  static constexpr int64_t kStackedMaxTokens = 512, kNarrowRows = 4096;
 
   std::string name_;
   int sm_count_ = 1;

@@ -116,6 +116,20 @@ __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t 
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) out[r * D + i] = ok ? x[src * D + i] : NAN;
 }
 
+__global__ void split_columns_kernel(const float* x, int64_t T, int64_t N, StackedParts g) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < T * N; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = i / N, n = i % N;
+    // Constant indices only: a computed index into the parameter array goes to local memory.
+    float* out = g.out[0];
+    int64_t first = 0, width = g.rows_end[0];
+#pragma unroll
+    for (int p = 1; p < StackedParts::kMaxParts; ++p)
+      if (p < g.count && n >= g.rows_end[p - 1])
+        out = g.out[p], first = g.rows_end[p - 1], width = g.rows_end[p] - first;
+    out[t * width + n - first] = x[i];
+  }
+}
+
 template <class T>
 __global__ void convert_kernel(const float* x, int64_t n, T* out) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
@@ -229,6 +243,13 @@ void convert_f32(const float* x, int64_t n, void* out, DType dt, cudaStream_t s)
   else
     throw Error("convert_f32: unsupported dtype " + std::string(dtype_name(dt)));
   check_launch("convert_f32");
+}
+
+void split_columns(const float* x, int64_t T, const StackedParts& parts, cudaStream_t s) {
+  const int64_t N = parts.rows_end[parts.count - 1];
+  if (T * N == 0) return;
+  split_columns_kernel<<<blocks_for(T * N), kThreads, 0, s>>>(x, T, N, parts);
+  check_launch("split_columns");
 }
 
 void add_bias(float* out, const void* bias, DType dt, int64_t T, int64_t N, cudaStream_t s) {

@@ -31,7 +31,7 @@ __device__ __forceinline__ void unpack8(const uint4& raw, const __half*, float* 
 }
 
 template <class W, int kTokens>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(const float* __restrict__ x, GemvGroup g,
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(const float* __restrict__ x, StackedParts g,
                                                                    int64_t K) {
   int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(const float* 
   float* out = g.out[0];
   int64_t first = 0, N = g.rows_end[0];
 #pragma unroll
-  for (int p = 1; p < GemvGroup::kMaxParts; ++p)
+  for (int p = 1; p < StackedParts::kMaxParts; ++p)
     if (p < g.count && n >= g.rows_end[p - 1])
       w = g.w[p], out = g.out[p], first = g.rows_end[p - 1], N = g.rows_end[p] - first;
   n -= first;
@@ -71,14 +71,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(const float* 
 }
 
 template <class W, int kTokens>
-void launch(const float* x, const GemvGroup& g, int64_t K, cudaStream_t s) {
+void launch(const float* x, const StackedParts& g, int64_t K, cudaStream_t s) {
   const int64_t rows = g.rows_end[g.count - 1];
   gemv_kernel<W, kTokens><<<unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * 32, 0, s>>>(
       x, g, K);
 }
 
 template <class W>
-void dispatch(const float* x, const GemvGroup& g, int64_t T, int64_t K, cudaStream_t s) {
+void dispatch(const float* x, const StackedParts& g, int64_t T, int64_t K, cudaStream_t s) {
   static_assert(kGemvMaxTokens == 2, "one instantiation per token count");
   if (T == 1) launch<W, 1>(x, g, K, s);
   else launch<W, 2>(x, g, K, s);
@@ -88,9 +88,9 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 }  // namespace
 
-bool gemv(const float* x, const GemvGroup& g, DType dt, int64_t T, int64_t K, cudaStream_t s) {
+bool gemv(const float* x, const StackedParts& g, DType dt, int64_t T, int64_t K, cudaStream_t s) {
   bool ok = T >= 1 && T <= kGemvMaxTokens && K % 8 == 0 && aligned16(x) && (dt == DType::BF16 || dt == DType::F16) &&
-            g.count >= 1 && g.count <= GemvGroup::kMaxParts;
+            g.count >= 1 && g.count <= StackedParts::kMaxParts;
   for (int p = 0; ok && p < g.count; ++p) ok = aligned16(g.w[p]);
   if (!ok) return false;
   if (dt == DType::BF16) dispatch<__nv_bfloat16>(x, g, T, K, s);

@@ -28,9 +28,10 @@ void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
 // Out-of-range rows give rows of NaN.
 void gather_rows(const float* x, const int32_t* rows, int64_t R, int64_t D, int64_t num_rows, float* out,
                  cudaStream_t s);
-// Matrices of one input for gemv(): part p has rows_end[p] - rows_end[p - 1] rows of K weights
-// at w[p] and writes out[p] [T, its rows].
-struct GemvGroup {
+// Products of one input with several matrices (q/k/v, gate/up), numbered by rows one after
+// another: part p has rows_end[p] - rows_end[p - 1] rows of weights at w[p] and its output
+// [T, its rows] at out[p].
+struct StackedParts {
   static constexpr int kMaxParts = 4;
   const void* w[kMaxParts];
   float* out[kMaxParts];
@@ -42,7 +43,10 @@ struct GemvGroup {
 // tokens cuBLASLt is faster). Returns false (nothing launched) where it does not apply: other
 // dtypes, more tokens, K not a multiple of 8, or pointers not 16-byte aligned.
 constexpr int kGemvMaxTokens = 2;
-bool gemv(const float* x, const GemvGroup& g, DType dtype, int64_t T, int64_t K, cudaStream_t s);
+bool gemv(const float* x, const StackedParts& g, DType dtype, int64_t T, int64_t K, cudaStream_t s);
+// Scatters the columns of x [T, rows_end[count - 1]] (one product of the stacked matrices) to
+// each part's out.
+void split_columns(const float* x, int64_t T, const StackedParts& parts, cudaStream_t s);
 // f32 → bf16 / f16 (round to nearest even), for the activation side of 16-bit matrix products.
 void convert_f32(const float* x, int64_t n, void* out, DType dtype, cudaStream_t s);
 // out[T, N] += bias[N]
@@ -70,9 +74,10 @@ void attention(const AttentionArgs& a, int splits, float* partial, cudaStream_t 
 void combine_partials(const float* partial, int64_t rows, int splits, int64_t Dh, float* out, cudaStream_t s);
 
 // The decode kernel (attention_decode.cu): one new token per sequence, f32 or bf16 caches,
-// head_dim 32/64/128/256, at most 8 query heads per kv head.
+// head_dim 32/64/128/256, at most 8 query heads per kv head. sm_count: the device's
+// multiprocessors (the kernel's layout depends on how many blocks fill them).
 bool decode_attention_applies(const AttentionArgs& a, int max_query_len);
-void decode_attention(const AttentionArgs& a, int splits, float* partial, cudaStream_t s);
+void decode_attention(const AttentionArgs& a, int splits, float* partial, int sm_count, cudaStream_t s);
 
 // The tensor-core kernel (attention_tc.cu): bf16 caches, head_dim 64/128/256, heads per kv
 // head dividing 64. Returns the number of query tiles per sequence, or 0 where it does not
