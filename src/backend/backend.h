@@ -36,6 +36,12 @@ struct RopeParams {
   int rotary_dim = 0;
 };
 
+// Memory of the device a backend computes on, in bytes.
+struct MemoryInfo {
+  size_t total = 0;  // CPU: physical memory; CUDA: the GPU's memory
+  size_t free = 0;   // CPU: available to new allocations (MemAvailable); CUDA: cudaMemGetInfo's free
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -47,6 +53,8 @@ class Backend {
   virtual Tensor empty(DType dtype, Shape shape) = 0;
   virtual Tensor upload(const Tensor& host) = 0;
   virtual void download(const Tensor& src, void* host_dst) = 0;
+  // Device memory now; what this backend has allocated and cached counts as used.
+  virtual MemoryInfo memory_info() = 0;
 
   // out[T, D] = table[ids[t], :] (as f32)
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;

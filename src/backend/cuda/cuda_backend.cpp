@@ -73,6 +73,12 @@ class CudaBackend final : public Backend {
     return t;
   }
 
+  MemoryInfo memory_info() override {
+    size_t free = 0, total = 0;
+    TESSERA_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return {total, free};
+  }
+
   void download(const Tensor& src, void* dst) override {
     require_device(src, "download", "source");
     TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src.raw(), src.nbytes(), cudaMemcpyDeviceToHost, stream_));
