@@ -117,7 +117,7 @@ int run(int argc, char** argv) {
   add_model_options(app, mo);
   server::ServerConfig sc;
   EngineConfig ec;
-  std::string kv_memory = "1GiB";
+  std::string kv_memory;
   app.add_option("--host", sc.host, "Address to listen on")->capture_default_str();
   app.add_option("--port", sc.port, "Port to listen on (0: any free port)")
       ->capture_default_str()
@@ -135,8 +135,13 @@ int run(int argc, char** argv) {
   app.add_option("--max-queue", sc.max_queue, "Sequences allowed to wait beyond the running ones (then 429)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--kv-cache-memory", kv_memory, "Memory for the KV cache (e.g. 512MiB, 4GiB)")
-      ->capture_default_str();
+  app.add_option("--kv-cache-memory", kv_memory,
+                 "Memory for the KV cache (e.g. 512MiB, 40GiB; default: 1GiB on the CPU, on a GPU what "
+                 "--gpu-memory-utilization leaves after the weights and a profiled step)");
+  app.add_option("--gpu-memory-utilization", ec.gpu_memory_utilization,
+                 "Fraction of the GPU's memory for weights, activations and the KV cache")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1.0));
   app.add_option("--max-body-size", sc.max_body_bytes, "Largest request body in bytes (then 413)")
       ->capture_default_str();
   std::string tool_parser, reasoning_parser;
@@ -150,7 +155,7 @@ int run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   sc.log_requests = !quiet;
   if (mo.model_dir.empty()) mo.model_dir = TESSERA_DEFAULT_MODEL_DIR;
-  ec.kv_cache_bytes = parse_size(kv_memory);
+  if (!kv_memory.empty()) ec.kv_cache_bytes = parse_size(kv_memory);
   ec.max_model_len = mo.max_model_len;
   if (sc.served_model_name.empty()) {
     auto dir = std::filesystem::path(mo.model_dir).lexically_normal();
@@ -176,6 +181,9 @@ int run(int argc, char** argv) {
 
   auto t0 = Clock::now();
   LoadedRuntime rt = load_with_progress(mo);
+  std::fprintf(stderr, "%s\n", rt.load_summary().c_str());
+  if (kv_memory.empty() && rt.backend->device() == Device::CUDA) ec.kv_cache_bytes = 0;  // profiled
+  ec.kv_cache_dtype = rt.kv_cache_dtype;
   auto engine = std::make_unique<Engine>(*rt.loaded.model, *rt.backend, ec);
   info.vocab_size = rt.loaded.model->vocab_size();
   info.max_model_len = engine->max_model_len();
@@ -183,7 +191,7 @@ int run(int argc, char** argv) {
   info.max_num_seqs = ec.scheduler.max_num_seqs;
   info.eos_ids = rt.eos_ids;
   info.defaults = default_sampling(rt.loaded.config);
-  int num_blocks = engine->blocks().num_blocks();
+  std::string kv_cache = engine->kv_cache_summary();
   std::unique_ptr<server::TextCodec> codec =
       rt.tokenizer
           ? server::make_model_codec(*rt.tokenizer, mo.model_dir,
@@ -196,10 +204,10 @@ int run(int argc, char** argv) {
                  info.reasoning_format.empty() ? "none" : info.reasoning_format.c_str());
   AsyncEngine async(std::move(engine));
   srv.set_model(async, codec.get(), info);
-  std::fprintf(stderr, "loaded %s (%s) in %.2f s: context %d, %d KV blocks (%lld tokens); serving '%s'\n",
+  std::fprintf(stderr, "loaded %s (%s) in %.2f s: context %d, KV cache %s; serving '%s'\n",
                mo.model_dir.c_str(), rt.loaded.architecture.c_str(),
-               std::chrono::duration<double>(Clock::now() - t0).count(), info.max_model_len, num_blocks,
-               (long long)info.kv_capacity_tokens, sc.served_model_name.c_str());
+               std::chrono::duration<double>(Clock::now() - t0).count(), info.max_model_len,
+               kv_cache.c_str(), sc.served_model_name.c_str());
 
   int sig = 0;
   sigwait(&sigs, &sig);

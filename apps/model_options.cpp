@@ -1,6 +1,8 @@
 #include "model_options.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 
 #include "backend/cuda_loader.h"
@@ -14,6 +16,10 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
   app.add_option("-t,--threads", o.threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
   app.add_option("--max-model-len", o.max_model_len, "Context length (default: the model's)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--kv-cache-dtype", o.kv_cache_dtype,
+                 "KV cache element type: auto (the weights' type when 16-bit, else f32), f32, bf16 or f16")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}));
 }
 
 void add_sampling_flags(CLI::App& app, SamplingFlags& f) {
@@ -76,11 +82,51 @@ std::unique_ptr<Backend> make_backend(const ModelOptions& o) {
 
 }  // namespace
 
+std::string LoadedRuntime::load_summary() const {
+  char s[256];
+  double gb = double(weight_bytes) / 1e9;
+  // On the CPU the weights stay in the mapping (read on first use), so there is no rate to show.
+  if (backend->device() == Device::CPU)
+    std::snprintf(s, sizeof s, "weights: %.2f GB mapped in %.2f s (%s)", gb, load_seconds, backend->name().c_str());
+  else
+    std::snprintf(s, sizeof s, "weights: %.2f GB uploaded in %.2f s (%.1f GB/s) to %s", gb, load_seconds,
+                  load_seconds > 0 ? gb / load_seconds : 0.0, backend->name().c_str());
+  return s;
+}
+
+DType resolve_kv_cache_dtype(const std::string& flag, const WeightStore& weights, Device device) {
+  DType dt = DType::F32;
+  if (flag == "bf16") dt = DType::BF16;
+  else if (flag == "f16") dt = DType::F16;
+  else if (flag == "auto") {
+    size_t f32 = 0, f16 = 0, bf16 = 0;
+    for (const auto& name : weights.names()) {
+      Tensor t = weights.get(name);
+      if (t.dtype() == DType::F32) f32 += t.nbytes();
+      else if (t.dtype() == DType::F16) f16 += t.nbytes();
+      else if (t.dtype() == DType::BF16) bf16 += t.nbytes();
+    }
+    if (bf16 > f32 && bf16 >= f16) dt = DType::BF16;
+    else if (f16 > f32) dt = DType::F16;
+    // The CUDA attention kernels read f32 and bf16 caches: f16 weights get the exact f32 cache.
+    if (dt == DType::F16 && device == Device::CUDA) dt = DType::F32;
+  } else {
+    TESSERA_CHECK(flag == "f32", "--kv-cache-dtype must be auto, f32, bf16 or f16");
+  }
+  TESSERA_CHECK(!(dt == DType::F16 && device == Device::CUDA),
+                "--kv-cache-dtype f16: the CUDA backend's attention reads f32 and bf16 caches only (use bf16)");
+  return dt;
+}
+
 LoadedRuntime load_runtime(const ModelOptions& o) {
   LoadedRuntime rt;
   rt.backend = make_backend(o);
   std::filesystem::path dir = o.model_dir.empty() ? std::string(TESSERA_DEFAULT_MODEL_DIR) : o.model_dir;
+  auto t0 = std::chrono::steady_clock::now();
   rt.loaded = load_model(dir, *rt.backend);
+  rt.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rt.weight_bytes = rt.loaded.weights->total_bytes();
+  rt.kv_cache_dtype = resolve_kv_cache_dtype(o.kv_cache_dtype, *rt.loaded.weights, rt.backend->device());
   rt.eos_ids = rt.loaded.config.eos_token_ids();
   if (std::filesystem::exists(dir / "tokenizer.json")) {
     rt.tokenizer = Tokenizer::load(dir);

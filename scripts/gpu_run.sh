@@ -12,7 +12,7 @@ set -uo pipefail
 repo=$(pwd)
 build_dir=${BUILD_DIR:-$repo/build-gpu}
 log_dir=${LOG_DIR:-$build_dir/gpu-logs}
-programs=(test_cuda_ops test_cuda_models bench_cuda test_backend_ops tessera)
+programs=(test_cuda_ops test_cuda_models bench_cuda bench_load test_backend_ops tessera)
 
 build() {
   local dir=$1
@@ -35,14 +35,15 @@ bundle() {
   build "$build_dir"
   mkdir -p "$out"
   cp "$build_dir/libtessera_cuda.so" "$build_dir/tests/cuda/test_cuda_ops" "$build_dir/tests/cuda/test_cuda_models" \
-     "$build_dir/bench/cuda/bench_cuda" "$build_dir/tests/backend/test_backend_ops" "$build_dir/tessera" \
+     "$build_dir/bench/cuda/bench_cuda" "$build_dir/bench/cuda/bench_load" "$build_dir/tests/backend/test_backend_ops" \
+     "$build_dir/tessera" \
      "$repo/scripts/gpu_run.sh" "$out/"
   # The C++ runtime and the Debian libraries the programs were built against; the C library and
   # cuBLASLt are the machine's.
   for lib in libstdc++.so.6 libgcc_s.so.1 libpcre2-8.so.0 libutf8proc.so.2; do
     cp -L "$(ldd "$out/tessera" | awk -v l=$lib '$1 == l {print $3}')" "$out/"
   done
-  strip --strip-unneeded "$out"/*.so* "$out"/test_* "$out"/bench_cuda "$out"/tessera
+  strip --strip-unneeded "$out"/*.so* "$out"/test_* "$out"/bench_cuda "$out"/bench_load "$out"/tessera
   du -sh "$out"
 }
 
@@ -79,12 +80,15 @@ run() {
   fi
   "$bin/bench_cuda" 2>&1 | tee "$log_dir/bench_cuda.log" || status=1
   "$bin/bench_cuda" --context 4096 --steps 5 >"$log_dir/bench_cuda_ctx4096.log" 2>&1 || status=1
+  # tessera serve start-up with an 8B-shaped checkpoint it writes (16 GB, kept in $TMPDIR).
+  "$bin/bench_load" --tessera "$bin/tessera" 2>&1 | tee "$log_dir/bench_load.log" || status=1
   echo "== summary"
   grep -h -E '^NMSE|^MODEL' "$log_dir/test_cuda_ops.log" "$log_dir/test_cuda_models.log"
   grep -h -E 'PASSED|FAILED' "$log_dir"/test_*.log
   [ -f "$log_dir/memcheck.log" ] && grep -H -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log_dir"/*check.log
   sed -n '/^measurement/,$p' "$log_dir/bench_cuda.log"
   sed -n '/^measurement/,$p' "$log_dir/bench_cuda_ctx4096.log" | grep decode
+  sed -n '/^measurement/,$p' "$log_dir/bench_load.log"
   return $status
 }
 

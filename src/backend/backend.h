@@ -45,6 +45,12 @@ struct LinearPart {
   Tensor& out;
 };
 
+// Memory of the device a backend computes on, in bytes.
+struct MemoryInfo {
+  size_t total = 0;  // CPU: physical memory; CUDA: the GPU's memory
+  size_t free = 0;   // CPU: available to new allocations (MemAvailable); CUDA: cudaMemGetInfo's free
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -66,6 +72,8 @@ class Backend {
   // Host memory that download() fills fastest (page-locked for a GPU, so the copy is one DMA);
   // plain memory on the CPU.
   virtual Tensor host_empty(DType dtype, Shape shape) { return Tensor::empty(dtype, std::move(shape)); }
+  // Device memory now; what this backend has allocated and cached counts as used.
+  virtual MemoryInfo memory_info() = 0;
 
   // out[T, D] = table[ids[t], :] (as f32)
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;

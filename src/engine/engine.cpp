@@ -1,27 +1,60 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 
 #include "core/error.h"
 
 namespace tessera {
 
-int num_kv_blocks(const KvCacheSpec& spec, size_t bytes, int block_size) {
-  return int(bytes / (spec.bytes_per_token() * size_t(block_size)));
+namespace {
+
+KvCacheSpec spec_for(const Model& model, DType dtype) {
+  KvCacheSpec s = model.kv_spec();
+  s.dtype = dtype;
+  return s;
 }
+
+// The configured block count, else what the byte budget buys, else what the profiled budget
+// buys (then recorded in `profiled`).
+int kv_blocks(Model& model, Backend& be, const EngineConfig& cfg, const KvCacheSpec& spec,
+              std::optional<ProfiledBudget>& profiled) {
+  if (cfg.num_blocks > 0) return cfg.num_blocks;
+  size_t bytes = cfg.kv_cache_bytes;
+  if (bytes == 0)
+    bytes = profiled.emplace(profile_kv_budget(model, be, spec, cfg.block_size, cfg.scheduler, cfg.gpu_memory_utilization))
+                .kv_bytes;
+  int n = num_kv_blocks(spec, bytes, cfg.block_size);
+  TESSERA_CHECK(n > 0, "the KV cache memory (" + std::to_string(bytes) + " bytes) holds no block of " +
+                           std::to_string(cfg.block_size) + " tokens (" +
+                           std::to_string(spec.bytes_per_token() * size_t(cfg.block_size)) + " bytes)");
+  return n;
+}
+
+}  // namespace
 
 Engine::Engine(Model& model, Backend& be, const EngineConfig& cfg)
     : model_(model),
       cfg_(cfg),
       max_model_len_(cfg.max_model_len > 0 ? cfg.max_model_len : model.max_context()),
-      cache_(allocate_kv_cache(be, model.kv_spec(),
-                               cfg.num_blocks > 0 ? cfg.num_blocks
-                                                  : num_kv_blocks(model.kv_spec(), cfg.kv_cache_bytes, cfg.block_size),
-                               cfg.block_size)),
+      kv_spec_(spec_for(model, cfg.kv_cache_dtype)),
+      cache_(allocate_kv_cache(be, kv_spec_, kv_blocks(model, be, cfg, kv_spec_, profiled_), cfg.block_size)),
       blocks_(cache_.num_blocks, cfg.block_size),
       scheduler_(cfg.scheduler, blocks_),
       runner_(model, be, cache_) {}
+
+std::string Engine::kv_cache_summary() const {
+  std::string s = describe_kv_capacity(kv_spec_, cache_.num_blocks, cache_.block_size);
+  if (profiled_) {
+    char why[160];
+    std::snprintf(why, sizeof why, "; %.2f of %.2f GiB less %.2f GiB in use after a %d-token step",
+                  double(profiled_->utilization), double(profiled_->total) / (1 << 30),
+                  double(profiled_->in_use) / (1 << 30), profiled_->step_tokens);
+    s += why;
+  }
+  return s;
+}
 
 int64_t Engine::add_request(Request req) {
   int n = int(req.prompt.size());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/block_manager.h"
+#include "engine/kv_budget.h"
 #include "engine/scheduler.h"
 #include "runner/model_runner.h"
 
@@ -17,7 +18,9 @@ namespace tessera {
 struct EngineConfig {
   int block_size = 16;
   int num_blocks = 0;               // 0: derive from kv_cache_bytes
-  size_t kv_cache_bytes = size_t(1) << 30;
+  size_t kv_cache_bytes = size_t(1) << 30;  // 0: what gpu_memory_utilization leaves (profiled, kv_budget.h)
+  float gpu_memory_utilization = 0.9f;
+  DType kv_cache_dtype = DType::F32;
   int max_model_len = 0;            // 0: the model's max_position_embeddings
   SchedulerConfig scheduler;
 };
@@ -62,6 +65,9 @@ class Engine {
   const BlockManager& blocks() const { return blocks_; }
   const Scheduler& scheduler() const { return scheduler_; }
   int max_model_len() const { return max_model_len_; }
+  const KvCacheSpec& kv_spec() const { return kv_spec_; }
+  // Tokens, GiB and dtype of the KV cache, and how its size was chosen when it was profiled.
+  std::string kv_cache_summary() const;
 
  private:
   void finish(Sequence& s, FinishReason reason);
@@ -69,6 +75,8 @@ class Engine {
   Model& model_;
   EngineConfig cfg_;
   int max_model_len_;
+  KvCacheSpec kv_spec_;
+  std::optional<ProfiledBudget> profiled_;  // set when the cache size was profiled
   KvCache cache_;
   BlockManager blocks_;
   Scheduler scheduler_;
@@ -76,8 +84,5 @@ class Engine {
   std::unordered_map<int64_t, std::unique_ptr<Sequence>> seqs_;
   int64_t next_id_ = 1;
 };
-
-// Blocks that fit in `bytes` for a model's KV cache.
-int num_kv_blocks(const KvCacheSpec& spec, size_t bytes, int block_size);
 
 }  // namespace tessera

@@ -17,8 +17,8 @@ struct ForwardBatch {
   int max_position = 0;
 };
 
-// Paged KV cache: per layer, K and V of [num_blocks * block_size, Hkv, Dh]. Block b holds
-// rows [b * block_size, (b + 1) * block_size).
+// Paged KV cache: per layer, K and V of [num_blocks * block_size, Hkv, Dh] in the spec's dtype.
+// Block b holds rows [b * block_size, (b + 1) * block_size).
 struct KvCache {
   int num_blocks = 0;
   int block_size = 0;
@@ -29,9 +29,12 @@ struct KvCacheSpec {
   int num_layers = 0;
   int num_kv_heads = 0;
   int head_dim = 0;
-  size_t bytes_per_token() const { return size_t(num_layers) * num_kv_heads * head_dim * 2 * sizeof(float); }
+  DType dtype = DType::F32;  // F32, BF16 or F16; new k/v are rounded to it (nearest even) when stored
+  size_t bytes_per_token() const { return size_t(num_layers) * num_kv_heads * head_dim * 2 * dtype_size(dtype); }
 };
 
+// One backend allocation holding every layer's K and V, so that a cache sized to a memory budget
+// takes exactly that much (no per-tensor rounding of the allocator).
 KvCache allocate_kv_cache(Backend& be, const KvCacheSpec& spec, int num_blocks, int block_size);
 
 }  // namespace tessera

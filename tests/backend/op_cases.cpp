@@ -14,7 +14,8 @@ namespace {
 
 // NMSE limits. Both backends get bit-identical inputs (16-bit weights widen to f32 exactly and
 // every path accumulates in f32), so results differ only by rounding order:
-// - copies and single roundings (embedding, gather_rows, store_kv, add) must be exact;
+// - copies and single roundings (embedding, gather_rows, store_kv to any cache dtype, add) must be
+//   exact;
 constexpr double kExact = 0;
 // - pointwise ops whose exp/sin/cos/tanh may be vectorised approximations of a few ulp:
 //   relative error < 1e-6 per element, so NMSE < 1e-12;
@@ -76,6 +77,16 @@ std::vector<float> download(Backend& be, const Tensor& t) {
   return v;
 }
 
+// A tensor of any float dtype downloaded and widened to f32.
+std::vector<float> widened(Backend& be, const Tensor& t) {
+  if (t.dtype() == DType::F32) return download(be, t);
+  std::vector<uint16_t> raw(size_t(t.numel()));
+  be.download(t, raw.data());
+  std::vector<float> v(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) v[i] = t.dtype() == DType::BF16 ? bf16_to_f32(raw[i]) : f16_to_f32(raw[i]);
+  return v;
+}
+
 std::string dname(DType dt) { return std::string(dtype_name(dt)); }
 
 // ---- cases, one builder per op ----
@@ -102,7 +113,7 @@ struct AttnShape {
   float softcap = 0;
 };
 
-OpCase attention_case(const AttnShape& s, uint64_t seed) {
+OpCase attention_case(const AttnShape& s, DType cache, uint64_t seed) {
   Rng rng(seed);
   int S = int(s.q_lens.size()), T = std::accumulate(s.q_lens.begin(), s.q_lens.end(), 0);
   int max_blocks = 0, used_blocks = 0, max_q = 0, max_ctx = 0;
@@ -126,17 +137,17 @@ OpCase attention_case(const AttnShape& s, uint64_t seed) {
     for (int j = 0; j < s.q_lens[i]; ++j) positions.push_back(s.ctx_lens[i] - s.q_lens[i] + j);
   }
   Tensor q = random_tensor(DType::F32, {T, s.H, s.Dh}, rng);
-  Tensor kc = random_tensor(DType::F32, {int64_t(num_blocks) * s.block_size, s.Hkv, s.Dh}, rng);
-  Tensor vc = random_tensor(DType::F32, {int64_t(num_blocks) * s.block_size, s.Hkv, s.Dh}, rng);
+  Tensor kc = random_tensor(cache, {int64_t(num_blocks) * s.block_size, s.Hkv, s.Dh}, rng);
+  Tensor vc = random_tensor(cache, {int64_t(num_blocks) * s.block_size, s.Hkv, s.Dh}, rng);
   Tensor t_starts = i32_tensor(starts), t_ctx = i32_tensor({s.ctx_lens.begin(), s.ctx_lens.end()});
   Tensor t_tables = i32_tensor(tables, {S, max_blocks}), t_pos = i32_tensor(positions);
   AttentionParams p{.scale = 1.0f / std::sqrt(float(s.Dh)), .sliding_window = s.window, .softcap = s.softcap};
-  std::string name = "attention S=" + std::to_string(S) + " T=" + std::to_string(T) + " ctx<=" +
+  std::string name = "attention " + dname(cache) + " S=" + std::to_string(S) + " T=" + std::to_string(T) + " ctx<=" +
                      std::to_string(max_ctx) + " H=" + std::to_string(s.H) + " Hkv=" + std::to_string(s.Hkv) +
                      " Dh=" + std::to_string(s.Dh) + " bs=" + std::to_string(s.block_size) +
                      (s.window ? " window=" + std::to_string(s.window) : "") +
                      (s.softcap > 0 ? " softcap" : "");
-  return {name, "attention", DType::F32, kReduction, [=](Backend& be) {
+  return {name, "attention", cache, kReduction, [=](Backend& be) {
             AttentionMeta m{.seq_starts = upload(be, t_starts), .context_lens = upload(be, t_ctx),
                             .block_tables = upload(be, t_tables), .positions = upload(be, t_pos),
                             .num_seqs = S, .max_blocks = max_blocks, .block_size = s.block_size,
@@ -177,21 +188,33 @@ OpCase rope_case(int T, int H, int Dh, int rotary_dim, float scaling, int max_po
           }};
 }
 
-OpCase store_kv_case(int T, int Hkv, int Dh, int rows, uint64_t seed) {
+OpCase store_kv_case(DType cache, int T, int Hkv, int Dh, int rows, uint64_t seed) {
   Rng rng(seed);
   Tensor k = random_tensor(DType::F32, {T, Hkv, Dh}, rng), v = random_tensor(DType::F32, {T, Hkv, Dh}, rng);
-  Tensor kc = random_tensor(DType::F32, {rows, Hkv, Dh}, rng), vc = random_tensor(DType::F32, {rows, Hkv, Dh}, rng);
+  Tensor kc = random_tensor(cache, {rows, Hkv, Dh}, rng), vc = random_tensor(cache, {rows, Hkv, Dh}, rng);
+  // Some values exactly halfway between two of the cache's values: round to nearest even, not up.
+  for (int64_t i = 0; i < k.numel(); i += 7) {
+    float& x = k.data<float>()[i];
+    uint32_t bits;
+    if (cache == DType::BF16) bits = (uint32_t(f32_to_bf16(x)) << 16) | 0x8000;
+    else {
+      float h = f16_to_f32(f32_to_f16(x));
+      std::memcpy(&bits, &h, 4);
+      bits |= 0x1000;
+    }
+    if (cache != DType::F32) std::memcpy(&x, &bits, 4);
+  }
   std::vector<int32_t> slots(rows);
   std::iota(slots.begin(), slots.end(), 0);
   std::shuffle(slots.begin(), slots.end(), rng.gen);
   slots.resize(T);
   Tensor t_slots = i32_tensor(slots);
-  std::string name = "store_kv T=" + std::to_string(T) + " Hkv=" + std::to_string(Hkv) + " Dh=" + std::to_string(Dh);
+  std::string name = "store_kv " + dname(cache) + " T=" + std::to_string(T) + " Hkv=" + std::to_string(Hkv) + " Dh=" + std::to_string(Dh);
   // The caches start random (not NaN): a row left unwritten keeps a value that differs from the reference.
-  return {name, "store_kv", DType::F32, kExact, [=](Backend& be) {
+  return {name, "store_kv", cache, kExact, [=](Backend& be) {
             Tensor kd = upload(be, kc), vd = upload(be, vc);
             be.store_kv(upload(be, k), upload(be, v), upload(be, t_slots), kd, vd);
-            return Outputs{download(be, kd), download(be, vd)};
+            return Outputs{widened(be, kd), widened(be, vd)};
           }};
 }
 
@@ -250,7 +273,7 @@ OpCase gather_rows_case(int R0, int D, int R, uint64_t seed) {
           }};
 }
 
-const DType kWeightTypes[] = {DType::F32, DType::F16, DType::BF16};
+const DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16};
 
 }  // namespace
 
@@ -265,7 +288,7 @@ std::vector<OpCase> op_cases(const std::string& op) {
                         {3, 256, 255}, {4, 2048, 96},  {5, 33, 7},     {8, 515, 77},   {8, 1024, 130},
                         {9, 100, 70},  {17, 300, 50},  {33, 2048, 72}, {64, 256, 200}, {130, 129, 257},
                         {128, 512, 384}, {8, 2500, 40},  {3, 4100, 33}};  // the last two: x in several K chunks
-    for (DType dt : kWeightTypes)
+    for (DType dt : kFloatTypes)
       for (const S& s : shapes)
         for (bool bias : {false, true}) cases.push_back(linear_case(dt, s.T, s.K, s.N, bias, seed++));
   } else if (op == "attention") {
@@ -287,9 +310,10 @@ std::vector<OpCase> op_cases(const std::string& op) {
         {{1}, {2000}, 4, 1, 128, 16, 700},                // MQA decode, sliding window
         {{1}, {1200}, 2, 1, 40, 7, 0, 30.0f},             // MQA decode, softcap, odd block size
     };
-    for (const auto& s : shapes) cases.push_back(attention_case(s, seed++));
+    for (DType cache : kFloatTypes)
+      for (const auto& s : shapes) cases.push_back(attention_case(s, cache, seed++));
   } else if (op == "rms_norm") {
-    for (DType dt : kWeightTypes)
+    for (DType dt : kFloatTypes)
       for (int D : {8, 67, 2048, 3000})
         for (int T : {1, 9})
           for (float offset : {0.0f, 1.0f}) cases.push_back(rms_norm_case(dt, T, D, offset, seed++));
@@ -300,11 +324,14 @@ std::vector<OpCase> op_cases(const std::string& op) {
     cases.push_back(rope_case(33, 4, 8, 8, 1.0f, 512, seed++));
     cases.push_back(rope_case(16, 2, 256, 256, 1.0f, 40000, seed++));
   } else if (op == "store_kv") {
-    cases.push_back(store_kv_case(1, 8, 64, 48, seed++));
-    cases.push_back(store_kv_case(13, 2, 72, 40, seed++));
-    cases.push_back(store_kv_case(30, 1, 20, 31, seed++));
+    // Rows of 20 elements: the 16-bit conversions' scalar tails.
+    for (DType cache : kFloatTypes) {
+      cases.push_back(store_kv_case(cache, 1, 8, 64, 48, seed++));
+      cases.push_back(store_kv_case(cache, 13, 2, 72, 40, seed++));
+      cases.push_back(store_kv_case(cache, 30, 1, 20, 31, seed++));
+    }
   } else if (op == "embedding") {
-    for (DType dt : kWeightTypes) {
+    for (DType dt : kFloatTypes) {
       cases.push_back(embedding_case(dt, 50, 64, 1, seed++));
       cases.push_back(embedding_case(dt, 300, 67, 9, seed++));
       cases.push_back(embedding_case(dt, 1000, 2048, 33, seed++));

@@ -1,6 +1,9 @@
 // The CPU backend: host memory, and either the reference ops or the fast paths.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "backend/backend.h"
 #include "backend/cpu/fast_ops.h"
@@ -29,6 +32,19 @@ class CpuBackend final : public Backend {
   }
   Tensor upload(const Tensor& host) override { return host; }
   void download(const Tensor& src, void* dst) override { std::memcpy(dst, src.raw(), src.nbytes()); }
+  MemoryInfo memory_info() override {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    MemoryInfo m{size_t(sysconf(_SC_PHYS_PAGES)) * page, size_t(sysconf(_SC_AVPHYS_PAGES)) * page};
+    // MemAvailable also counts the page cache the kernel can drop; free pages alone undercount.
+    std::ifstream in("/proc/meminfo");
+    for (std::string key; in >> key;) {
+      size_t kib = 0;
+      in >> kib;
+      if (key == "MemAvailable:") m.free = kib * 1024;
+      in.ignore(64, '\n');
+    }
+    return m;
+  }
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override {
     if (reference_) cpu::ref::embedding(table, ids, out);
@@ -46,9 +62,9 @@ class CpuBackend final : public Backend {
     if (reference_) cpu::ref::rope(x, positions, p);
     else cpu::fast::rope(*pool_, x, positions, p);
   }
-  // store_kv and gather_rows are row copies (memcpy) in the reference already.
   void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& kc, Tensor& vc) override {
-    cpu::ref::store_kv(k, v, slots, kc, vc);
+    if (reference_) cpu::ref::store_kv(k, v, slots, kc, vc);
+    else cpu::fast::store_kv(*pool_, k, v, slots, kc, vc);
   }
   void attention(const Tensor& q, const Tensor& kc, const Tensor& vc, const AttentionMeta& m,
                  const AttentionParams& p, Tensor& out) override {
@@ -63,6 +79,7 @@ class CpuBackend final : public Backend {
     if (reference_) cpu::ref::add(a, b, out);
     else cpu::fast::add(*pool_, a, b, out);
   }
+  // A row copy (memcpy) in the reference already.
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
     cpu::ref::gather_rows(x, rows, out);
   }

@@ -1,6 +1,7 @@
 // Paged causal attention. One work item per (new token, kv head): the query heads of the group
 // share every key/value row while it is in L1. Scores are kept for the whole visible context
-// (softmax in three passes: q·k with AVX2 dot products, exp, then p·v as AVX2 axpy).
+// (softmax in three passes: q·k with AVX2 dot products, exp, then p·v as AVX2 axpy). Caches of
+// f16/bf16 are widened to f32 as they are read (exactly), so every cache dtype accumulates in f32.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -11,28 +12,31 @@
 namespace tessera::cpu::fast {
 namespace {
 
-inline float dot(const float* a, const float* b, int64_t n) {
+// q · k over n elements; k in the cache's element type W.
+template <class W>
+inline float dot(const float* a, const typename W::T* b, int64_t n) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), W::load8(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), W::load8(b + i + 8), acc1);
   }
   if (i + 8 <= n) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), W::load8(b + i), acc0);
     i += 8;
   }
   float s = hsum(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) s += a[i] * b[i];
+  for (; i < n; ++i) s += a[i] * W::load1(b + i);
   return s;
 }
 
-// o[0, n) += w * v[0, n)
-inline void axpy(float w, const float* v, float* o, int64_t n) {
+// o[0, n) += w * v[0, n); v in element type W.
+template <class W>
+inline void axpy(float w, const typename W::T* v, float* o, int64_t n) {
   __m256 wv = _mm256_set1_ps(w);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(v + i), _mm256_loadu_ps(o + i)));
-  for (; i < n; ++i) o[i] += w * v[i];
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_fmadd_ps(wv, W::load8(v + i), _mm256_loadu_ps(o + i)));
+  for (; i < n; ++i) o[i] += w * W::load1(v + i);
 }
 
 // Replaces s[0, n) by exp(s - mx) and returns the sum.
@@ -57,9 +61,10 @@ struct Item {
   int64_t first, last;  // inclusive; empty when last < first
 };
 
+template <class W>
 struct Shape {
-  const float* k_cache;
-  const float* v_cache;
+  const typename W::T* k_cache;
+  const typename W::T* v_cache;
   int64_t Hkv, group, Dh, block_size;
 };
 
@@ -76,7 +81,8 @@ void for_each_row(const int32_t* table, int64_t block_size, int64_t first, int64
 // Unnormalised softmax-weighted values over key positions [first, last] for each head h of the
 // group: o[h] = sum_j exp(s_j - mx[h]) v_j and l[h] = sum_j exp(s_j - mx[h]). An empty range gives
 // mx = -inf, l = 0, o = 0.
-void attend_range(const Item& it, int64_t kvh, const Shape& sh, const AttentionParams& p, int64_t first, int64_t last,
+template <class W>
+void attend_range(const Item& it, int64_t kvh, const Shape<W>& sh, const AttentionParams& p, int64_t first, int64_t last,
                   float* mx, float* l, float* o, std::vector<float>& scores) {
   const int64_t group = sh.group, Dh = sh.Dh, n = std::max<int64_t>(0, last - first + 1);
   std::fill(mx, mx + group, -INFINITY);
@@ -85,9 +91,9 @@ void attend_range(const Item& it, int64_t kvh, const Shape& sh, const AttentionP
   if (n == 0) return;
   scores.resize(size_t(n * group));
   for_each_row(it.table, sh.block_size, first, last, [&](int64_t j, int64_t row) {
-    const float* k = sh.k_cache + (row * sh.Hkv + kvh) * Dh;
+    const auto* k = sh.k_cache + (row * sh.Hkv + kvh) * Dh;
     for (int64_t h = 0; h < group; ++h) {
-      float s = dot(it.q + h * Dh, k, Dh) * p.scale;
+      float s = dot<W>(it.q + h * Dh, k, Dh) * p.scale;
       if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
       scores[size_t(h * n + j - first)] = s;
       mx[h] = std::max(mx[h], s);
@@ -95,8 +101,8 @@ void attend_range(const Item& it, int64_t kvh, const Shape& sh, const AttentionP
   });
   for (int64_t h = 0; h < group; ++h) l[h] = exp_sub_sum(scores.data() + h * n, n, mx[h]);
   for_each_row(it.table, sh.block_size, first, last, [&](int64_t j, int64_t row) {
-    const float* v = sh.v_cache + (row * sh.Hkv + kvh) * Dh;
-    for (int64_t h = 0; h < group; ++h) axpy(scores[size_t(h * n + j - first)], v, o + h * Dh, Dh);
+    const auto* v = sh.v_cache + (row * sh.Hkv + kvh) * Dh;
+    for (int64_t h = 0; h < group; ++h) axpy<W>(scores[size_t(h * n + j - first)], v, o + h * Dh, Dh);
   });
 }
 
@@ -111,12 +117,12 @@ void normalise(const float* l, const float* o, float* out, int64_t group, int64_
 // Keys per chunk below which splitting one item's keys over threads does not pay.
 constexpr int64_t kMinKeysPerChunk = 256;
 
-}  // namespace
-
-void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-               const AttentionMeta& m, const AttentionParams& p, Tensor& out) {
+template <class W>
+void attention_impl(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                    const AttentionMeta& m, const AttentionParams& p, Tensor& out) {
+  using E = typename W::T;
   const int64_t T = q.dim(0), H = q.dim(1), Dh = q.dim(2), Hkv = k_cache.dim(1), group = H / Hkv;
-  const Shape sh{k_cache.data<float>(), v_cache.data<float>(), Hkv, group, Dh, m.block_size};
+  const Shape<W> sh{k_cache.data<E>(), v_cache.data<E>(), Hkv, group, Dh, m.block_size};
   const int32_t* starts = m.seq_starts.data<int32_t>();
   const int32_t* ctx = m.context_lens.data<int32_t>();
   const int32_t* pos = m.positions.data<int32_t>();
@@ -177,11 +183,19 @@ void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const T
         if (part[group + h] == 0) continue;  // empty chunk
         float w = std::exp(part[h] - mx);
         l[size_t(h)] += w * part[group + h];
-        axpy(w, part + 2 * group + h * Dh, o.data() + h * Dh, Dh);
+        axpy<F32W>(w, part + 2 * group + h * Dh, o.data() + h * Dh, Dh);
       }
     }
     normalise(l.data(), o.data(), items[size_t(i)].out, group, Dh);
   }
+}
+
+}  // namespace
+
+void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+               const AttentionMeta& m, const AttentionParams& p, Tensor& out) {
+  TESSERA_CHECK(k_cache.dtype() == v_cache.dtype(), "attention: k and v caches differ in dtype");
+  with_weight_type(k_cache.dtype(), [&]<class W>() { attention_impl<W>(pool, q, k_cache, v_cache, m, p, out); });
 }
 
 }  // namespace tessera::cpu::fast

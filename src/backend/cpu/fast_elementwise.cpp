@@ -1,5 +1,6 @@
 // Row-wise and pointwise ops: AVX2 over the row, threads over rows (or over elements) once the
 // work is large enough to pay for waking the pool.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -20,6 +21,14 @@ void widen(const typename W::T* src, int64_t n, float* dst) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, W::load8(src + i));
   for (; i < n; ++i) dst[i] = W::load1(src + i);
+}
+
+// dst[0, n) = src rounded to W's type.
+template <class W>
+void narrow(const float* src, int64_t n, typename W::T* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) W::store8(dst + i, _mm256_loadu_ps(src + i));
+  for (; i < n; ++i) W::store1(dst + i, src[i]);
 }
 
 void widen_row(const Tensor& t, int64_t offset, int64_t n, float* dst) {
@@ -126,6 +135,25 @@ void rope(ThreadPool& pool, Tensor& x, const Tensor& positions, const RopeParams
         }
       }
     }
+  });
+}
+
+void store_kv(ThreadPool& pool, const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache,
+              Tensor& v_cache) {
+  TESSERA_CHECK(k_cache.dtype() == v_cache.dtype(), "store_kv: k and v caches differ in dtype");
+  const int64_t T = k.dim(0), row = T ? k.numel() / T : 0;
+  TESSERA_CHECK(T == 0 || k_cache.numel() / k_cache.dim(0) == row,
+                "store_kv: cache rows of " + shape_str(k_cache.shape()) + " vs k " + shape_str(k.shape()));
+  const int32_t* slot = slots.data<int32_t>();
+  for (int64_t t = 0; t < T; ++t) TESSERA_CHECK(slot[t] >= 0 && slot[t] < k_cache.dim(0), "store_kv: slot out of range");
+  with_weight_type(k_cache.dtype(), [&]<class W>() {
+    using E = typename W::T;
+    pool.parallel_for(T, std::max<int64_t>(1, kMinPerThread / std::max<int64_t>(1, row)), [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        narrow<W>(k.data<float>() + t * row, row, k_cache.data<E>() + slot[t] * row);
+        narrow<W>(v.data<float>() + t * row, row, v_cache.data<E>() + slot[t] * row);
+      }
+    });
   });
 }
 

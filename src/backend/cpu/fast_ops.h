@@ -17,6 +17,9 @@ const char* isa_name(Isa isa);
 
 void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, Tensor& out);
 void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
+// Caches may be f32, f16 or bf16.
+void store_kv(ThreadPool& pool, const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache,
+              Tensor& v_cache);
 void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                const AttentionMeta& meta, const AttentionParams& p, Tensor& out);
 void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, float eps, float offset, Tensor& out);

@@ -1,5 +1,5 @@
-// AVX2/FMA/F16C building blocks shared by the CPU fast paths: widening weight loads per dtype,
-// horizontal sums and a vectorised exp.
+// AVX2/FMA/F16C building blocks shared by the CPU fast paths: widening loads and rounding stores
+// per element dtype (weights, KV caches), horizontal sums and a vectorised exp.
 #pragma once
 #include <immintrin.h>
 
@@ -13,7 +13,9 @@ namespace tessera::cpu::fast {
 
 #define TESSERA_AVX512 __attribute__((target("avx512f")))
 
-// Weight element types: load8 (load16) widens 8 (16) consecutive elements to f32 exactly, load1 one.
+// Element types of weights and KV caches: load8 (load16) widens 8 (16) consecutive elements to f32
+// exactly, load1 one; store8 / store1 round f32 to the type (nearest even, as f32_to_bf16 and
+// f32_to_f16 do).
 // load16 is AVX-512 and only called from functions compiled for it (see isa() in fast_ops.h); its
 // maskz forms with a full mask compile to the plain instructions and avoid GCC 12's false
 // -Wmaybe-uninitialized on the unmasked intrinsics.
@@ -22,6 +24,8 @@ struct F32W {
   static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
   TESSERA_AVX512 static __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
   static float load1(const float* p) { return *p; }
+  static void store8(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
+  static void store1(float* p, float v) { *p = v; }
 };
 struct BF16W {
   using T = uint16_t;
@@ -35,6 +39,18 @@ struct BF16W {
     return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, v, 16));
   }
   static float load1(const uint16_t* p) { return bf16_to_f32(*p); }
+  // Adds 0x7fff plus the lowest kept bit, then keeps the top half; NaN keeps its top half with
+  // the quiet bit set (the rounding could carry it into infinity).
+  static void store8(uint16_t* p, __m256 v) {
+    __m256i b = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_add_epi32(b, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+    r = _mm256_srli_epi32(_mm256_blendv_epi8(r, _mm256_or_si256(b, _mm256_set1_epi32(0x400000)), nan), 16);
+    __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
+  }
+  static void store1(uint16_t* p, float v) { *p = f32_to_bf16(v); }
 };
 struct F16W {
   using T = uint16_t;
@@ -43,9 +59,13 @@ struct F16W {
     return _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
   static float load1(const uint16_t* p) { return _cvtsh_ss(*p); }
+  static void store8(uint16_t* p, __m256 v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  static void store1(uint16_t* p, float v) { *p = f32_to_f16(v); }
 };
 
-// Calls fn.template operator()<W>() with the element traits of a weight dtype (F32, F16 or BF16).
+// Calls fn.template operator()<W>() with the element traits of a weight or cache dtype (F32, F16 or BF16).
 template <class Fn>
 void with_weight_type(DType dt, Fn&& fn) {
   switch (dt) {

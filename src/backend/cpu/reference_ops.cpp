@@ -25,6 +25,23 @@ void to_f32(const Tensor& t, int64_t offset, int64_t n, float* dst) {
   }
 }
 
+void from_f32(const float* src, int64_t n, Tensor& t, int64_t offset) {
+  switch (t.dtype()) {
+    case DType::F32: std::memcpy(t.data<float>() + offset, src, size_t(n) * 4); return;
+    case DType::BF16: {
+      uint16_t* d = t.data<uint16_t>() + offset;
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+      return;
+    }
+    case DType::F16: {
+      uint16_t* d = t.data<uint16_t>() + offset;
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
+      return;
+    }
+    default: throw Error("from_f32: unsupported dtype " + std::string(dtype_name(t.dtype())));
+  }
+}
+
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   int64_t T = ids.numel(), D = table.dim(1), V = table.dim(0);
   for (int64_t t = 0; t < T; ++t) {
@@ -87,8 +104,8 @@ void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_c
   for (int64_t t = 0; t < T; ++t) {
     int64_t slot = slots.data<int32_t>()[t];
     TESSERA_CHECK(slot >= 0 && slot < k_cache.dim(0), "store_kv: slot out of range");
-    std::memcpy(k_cache.data<float>() + slot * row, k.data<float>() + t * row, size_t(row) * 4);
-    std::memcpy(v_cache.data<float>() + slot * row, v.data<float>() + t * row, size_t(row) * 4);
+    from_f32(k.data<float>() + t * row, row, k_cache, slot * row);
+    from_f32(v.data<float>() + t * row, row, v_cache, slot * row);
   }
 }
 
@@ -99,7 +116,7 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, co
   const int32_t* ctx = m.context_lens.data<int32_t>();
   const int32_t* tables = m.block_tables.data<int32_t>();
   const int32_t* pos = m.positions.data<int32_t>();
-  std::vector<float> scores;
+  std::vector<float> scores, kv(size_t(Dh), 0.0f);
   for (int s = 0; s < m.num_seqs; ++s) {
     const int32_t* table = tables + int64_t(s) * m.max_blocks;
     for (int64_t t = starts[s]; t < starts[s + 1]; ++t) {
@@ -113,7 +130,7 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, co
         float mx = -INFINITY;
         for (int64_t j = first; j <= last; ++j) {
           int64_t slot = int64_t(table[j / m.block_size]) * m.block_size + j % m.block_size;
-          const float* kv = k_cache.data<float>() + (slot * Hkv + kvh) * Dh;
+          to_f32(k_cache, (slot * Hkv + kvh) * Dh, Dh, kv.data());
           float acc = 0;
           for (int64_t d = 0; d < Dh; ++d) acc += qv[d] * kv[d];
           acc *= p.scale;
@@ -127,9 +144,9 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, co
         std::fill(o, o + Dh, 0.0f);
         for (int64_t j = first; j <= last; ++j) {
           int64_t slot = int64_t(table[j / m.block_size]) * m.block_size + j % m.block_size;
-          const float* vv = v_cache.data<float>() + (slot * Hkv + kvh) * Dh;
+          to_f32(v_cache, (slot * Hkv + kvh) * Dh, Dh, kv.data());
           float w = scores[j - first] / sum;
-          for (int64_t d = 0; d < Dh; ++d) o[d] += w * vv[d];
+          for (int64_t d = 0; d < Dh; ++d) o[d] += w * kv[d];
         }
       }
     }

@@ -7,11 +7,15 @@ namespace tessera::cpu::ref {
 
 // Converts n elements of a row of an f32/f16/bf16 tensor to f32.
 void to_f32(const Tensor& t, int64_t offset, int64_t n, float* dst);
+// Writes n f32 values to elements [offset, offset + n) of an f32/f16/bf16 tensor, rounding to
+// nearest even (as torch's .to() does).
+void from_f32(const float* src, int64_t n, Tensor& t, int64_t offset);
 
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
 void rms_norm(const Tensor& x, const Tensor& w, float eps, float offset, Tensor& out);
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 void rope(Tensor& x, const Tensor& positions, const RopeParams& p);
+// Caches may be f32, f16 or bf16 (rounded when stored, widened exactly when read).
 void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                const AttentionParams& p, Tensor& out);

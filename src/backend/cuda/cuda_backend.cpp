@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <thread>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
+#include "core/threadpool.h"
 
 namespace tessera {
 namespace {
@@ -30,6 +33,57 @@ void require_i32(const Tensor& t, const char* op, const char* what) {
 }
 template <class T = float>
 T* ptr(const Tensor& t) { return static_cast<T*>(t.raw()); }
+
+// Host-to-device copies of large pageable sources (the mmapped checkpoint) through two pinned
+// buffers: while the GPU copies one buffer, host threads fill the other from the source (several
+// threads, so the page faults on the mapping proceed in parallel); an event per buffer says when
+// it may be refilled. Copies are queued on the backend's stream and not waited for.
+class StagedCopier {
+ public:
+  static constexpr size_t kChunk = size_t(64) << 20;
+  static constexpr int kBuffers = 2;
+  // Below this the driver's own staging of pageable memory is as fast (norm weights, biases).
+  static constexpr size_t kMinBytes = size_t(1) << 20;
+
+  ~StagedCopier() {
+    for (int i = 0; i < kBuffers; ++i) {
+      if (done_[i]) {
+        cudaEventSynchronize(done_[i]);
+        cudaEventDestroy(done_[i]);
+      }
+      if (buf_[i]) cudaFreeHost(buf_[i]);
+    }
+  }
+
+  void copy(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+    if (!buf_[0]) {
+      for (int i = 0; i < kBuffers; ++i) {
+        TESSERA_CUDA_CHECK(cudaHostAlloc(&buf_[i], kChunk, cudaHostAllocDefault));
+        TESSERA_CUDA_CHECK(cudaEventCreateWithFlags(&done_[i], cudaEventDisableTiming));
+      }
+      pool_ = std::make_unique<ThreadPool>(int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)));
+    }
+    for (size_t off = 0; off < bytes; off += kChunk) {
+      size_t n = std::min(kChunk, bytes - off);
+      int b = next_;
+      next_ = (next_ + 1) % kBuffers;
+      TESSERA_CUDA_CHECK(cudaEventSynchronize(done_[b]));  // its previous copy has finished
+      char* stage = static_cast<char*>(buf_[b]);
+      const char* from = static_cast<const char*>(src) + off;
+      pool_->parallel_for(int64_t(n), 1 << 20, [&](int64_t i0, int64_t i1) {
+        std::memcpy(stage + i0, from + i0, size_t(i1 - i0));
+      });
+      TESSERA_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + off, stage, n, cudaMemcpyHostToDevice, stream));
+      TESSERA_CUDA_CHECK(cudaEventRecord(done_[b], stream));
+    }
+  }
+
+ private:
+  void* buf_[kBuffers] = {};
+  cudaEvent_t done_[kBuffers] = {};
+  int next_ = 0;
+  std::unique_ptr<ThreadPool> pool_;
+};
 
 class CudaBackend final : public Backend {
  public:
@@ -66,11 +120,12 @@ class CudaBackend final : public Backend {
     return Tensor::view(p, dtype, std::move(shape), std::move(owner), Device::CUDA);
   }
 
+  // Returns once the source has been read (it may then be freed or unmapped); the device copy
+  // completes in stream order.
   Tensor upload(const Tensor& host) override {
     if (host.device() == Device::CUDA) return host;
     Tensor t = empty(host.dtype(), host.shape());
-    // Pageable sources: the call returns once the source has been read, so it may be freed.
-    TESSERA_CUDA_CHECK(cudaMemcpyAsync(t.raw(), host.raw(), host.nbytes(), cudaMemcpyHostToDevice, stream_));
+    copy_from_host(t.raw(), host);
     return t;
   }
 
@@ -80,7 +135,8 @@ class CudaBackend final : public Backend {
     int64_t rows = 0;
     bool stackable = true;
     for (const Tensor& h : hosts) {
-      stackable = stackable && h.device() == Device::CPU && h.ndim() == 2 && h.dtype() == first.dtype() && h.dim(1) == first.dim(1);
+      stackable = stackable && h.device() == Device::CPU && h.ndim() == 2 && h.dtype() == first.dtype() &&
+                  h.dim(1) == first.dim(1);
       rows += h.dim(0);
     }
     std::vector<Tensor> out;
@@ -93,9 +149,15 @@ class CudaBackend final : public Backend {
     for (const Tensor& h : hosts) {
       out.push_back(all.slice_rows(row, row + h.dim(0)));
       row += h.dim(0);
-      TESSERA_CUDA_CHECK(cudaMemcpyAsync(out.back().raw(), h.raw(), h.nbytes(), cudaMemcpyHostToDevice, stream_));
+      copy_from_host(out.back().raw(), h);
     }
     return out;
+  }
+
+  MemoryInfo memory_info() override {
+    size_t free = 0, total = 0;
+    TESSERA_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return {total, free};
   }
 
   void download(const Tensor& src, void* dst) override {
@@ -277,6 +339,14 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // Returns once the source has been read (see upload()).
+  void copy_from_host(void* dst, const Tensor& host) {
+    if (host.nbytes() < StagedCopier::kMinBytes)
+      TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, host.raw(), host.nbytes(), cudaMemcpyHostToDevice, stream_));
+    else
+      staging_.copy(dst, host.raw(), host.nbytes(), stream_);
+  }
+
   // Splits the keys of each query into ranges of at least min_keys when too few (token, kv head)
   // blocks would fill the GPU and the contexts are long enough to share (decode).
   int attention_splits(int64_t blocks, int max_context_len, int min_keys) const {
@@ -296,6 +366,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<DeviceAllocator> alloc_;
   std::unique_ptr<cuda::Gemm> gemm_;
+  StagedCopier staging_;
 };
 
 }  // namespace

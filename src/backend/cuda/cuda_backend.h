@@ -1,6 +1,6 @@
 // The CUDA backend: every op of backend.h on one NVIDIA GPU, on one stream. Activations are f32
 // in device memory; weights are uploaded once in their own dtype (f32, f16, bf16); KV caches may
-// be f32 (what allocate_kv_cache makes) or bf16. Built as the plugin libtessera_cuda.so, which
+// be f32 or bf16 (f16 caches: store_kv only). Built as the plugin libtessera_cuda.so, which
 // the core loads with dlopen (backend/cuda_loader.h), so that the engine runs without CUDA.
 #pragma once
 #include <memory>
@@ -18,6 +18,6 @@ std::unique_ptr<Backend> make_cuda_backend(int device);
 // The plugin's C entry point. Returns a backend made with `new` (the caller owns it), or null
 // with a message in error[0, error_size). `abi` must be TESSERA_CUDA_PLUGIN_ABI: the plugin and
 // the core must be built from the same Backend and Tensor definitions.
-#define TESSERA_CUDA_PLUGIN_ABI 1
+#define TESSERA_CUDA_PLUGIN_ABI 2
 #define TESSERA_CUDA_PLUGIN_ENTRY "tessera_cuda_create_backend"
 extern "C" tessera::Backend* tessera_cuda_create_backend(int abi, int device, char* error, unsigned long error_size);
