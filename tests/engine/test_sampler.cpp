@@ -1,9 +1,13 @@
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <random>
 
 #include "engine/sampler.h"
+#include "sampler_reference.h"
 
 using namespace tessera;
 
@@ -102,6 +106,145 @@ TEST(Sampler, LogprobsAreNormalisedAndSorted) {
   EXPECT_NEAR(total, 1.0, 1e-6);
   EXPECT_EQ(r.top[0].first, 1);
   EXPECT_FLOAT_EQ(r.logprob, r.top[0].second);
+}
+
+// --- sample() against the reference (the sampler before the fast path), bit for bit ---
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// A logits row of one of several shapes: smooth, peaked, with many ties, with -inf entries,
+// all equal, of huge magnitude (so nothing is ever negligible next to the maximum).
+std::vector<float> random_row(int V, int shape, std::mt19937_64& g) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> token(0, V - 1);
+  std::vector<float> row(static_cast<size_t>(V));
+  float scale = std::uniform_real_distribution<float>(0.5f, 6.0f)(g);
+  for (float& x : row) x = scale * normal(g);
+  switch (shape) {
+    case 0:  // smooth
+      break;
+    case 1:  // a few tokens far above the rest, as for a confident model
+      for (int i = 0; i < 5; ++i) row[size_t(token(g))] += 15.0f + 10.0f * normal(g);
+      break;
+    case 2:  // coarse values: many exact ties, some at the top
+      for (float& x : row) x = std::round(x * 2.0f) / 2.0f;
+      break;
+    case 3:  // banned tokens
+      for (float& x : row)
+        if (g() % 4 == 0) x = kNegInf;
+      break;
+    case 4:  // all equal
+      std::fill(row.begin(), row.end(), scale);
+      break;
+    case 5:  // huge magnitude: the ulp of the maximum is bigger than the spread that matters
+      for (float& x : row) x = 1e9f + 300.0f * x;
+      break;
+    case 6:  // zeros of both signs and values just either side of them
+      for (float& x : row) x = (g() % 3 == 0) ? -0.0f : (g() % 2 ? 0.0f : x * 1e-30f);
+      break;
+    default:  // wide: values within 38 of the maximum and far below it
+      for (float& x : row) x = (g() % 2) ? x * 2.0f : x * 2.0f - 37.0f - float(g() % 4);
+      break;
+  }
+  return row;
+}
+
+SamplingParams random_params(int V, std::mt19937_64& g) {
+  auto pick = [&](std::initializer_list<float> v) { return *(v.begin() + std::ptrdiff_t(g() % v.size())); };
+  SamplingParams p;
+  p.temperature = pick({0.0f, 0.3f, 0.7f, 1.0f, 1.0f, 1.5f, 3.0f});
+  p.top_k = int(pick({0, 0, 1, 5, 50, 1000, float(V - 1), float(V), float(V + 5)}));
+  p.top_p = pick({1.0f, 1.0f, 0.9f, 0.95f, 0.5f, 0.1f, 0.999999f, 0.99999994f});
+  p.min_p = pick({0.0f, 0.0f, 0.05f, 0.5f});
+  p.repetition_penalty = pick({1.0f, 1.0f, 1.3f, 0.8f});
+  p.presence_penalty = pick({0.0f, 0.0f, 0.5f, -0.3f});
+  p.frequency_penalty = pick({0.0f, 0.0f, 0.2f});
+  for (int n = int(g() % 4); n > 0; --n)  // out-of-range ids and repeats included
+    p.logit_bias.emplace_back(int32_t(g() % uint64_t(V + 2)) - 1, pick({5.0f, -100.0f, kNegInf, 0.25f}));
+  p.logprobs = int(g() % 23) - 2;
+  return p;
+}
+
+// Same token, logprob, top list (bits included) and the same random draws as the reference.
+void expect_same_as_reference(const std::vector<float>& row, const SamplingParams& p,
+                              const std::vector<int32_t>& tokens, int prompt, uint64_t seed,
+                              const std::string& what) {
+  Rng a(seed), b(seed);
+  SampleResult want = reference::sample(row.data(), int(row.size()), p, tokens, prompt, a);
+  SampleResult got = sample(row.data(), int(row.size()), p, tokens, prompt, b);
+  ASSERT_EQ(got.token, want.token) << what;
+  ASSERT_EQ(std::bit_cast<uint32_t>(got.logprob), std::bit_cast<uint32_t>(want.logprob)) << what;
+  ASSERT_EQ(got.top.size(), want.top.size()) << what;
+  for (size_t i = 0; i < want.top.size(); ++i) {
+    ASSERT_EQ(got.top[i].first, want.top[i].first) << what << " top " << i;
+    ASSERT_EQ(std::bit_cast<uint32_t>(got.top[i].second), std::bit_cast<uint32_t>(want.top[i].second)) << what;
+  }
+  ASSERT_TRUE(a == b) << what << ": different random draws";
+}
+
+TEST(SamplerEquivalence, RandomRowsAndParams) {
+  std::mt19937_64 g(2024);
+  const int sizes[] = {1, 2, 5, 64, 1000, 5000, 40000, 128256, 150000};
+  for (int iter = 0; iter < 600; ++iter) {
+    int V = sizes[iter % 9];
+    int shape = int(g() % 8);
+    std::vector<float> row = random_row(V, shape, g);
+    SamplingParams p = random_params(V, g);
+    std::vector<int32_t> tokens(g() % 300);
+    for (int32_t& t : tokens) t = int32_t(g() % uint64_t(V + 3)) - 1;  // a few out of range
+    if (tokens.size() > 4)  // repeats, for the frequency penalty
+      for (int i = 0; i < 20; ++i) tokens.push_back(tokens[g() % 4]);
+    int prompt = int(g() % (tokens.size() + 3)) - 1;
+    std::string what = "iter " + std::to_string(iter) + " V " + std::to_string(V) + " shape " +
+                       std::to_string(shape) + " T " + std::to_string(p.temperature) + " top_k " +
+                       std::to_string(p.top_k) + " top_p " + std::to_string(p.top_p) + " min_p " +
+                       std::to_string(p.min_p);
+    expect_same_as_reference(row, p, tokens, prompt, g(), what);
+  }
+}
+
+TEST(SamplerEquivalence, SameRowManySeeds) {
+  // Many draws from one row: the sampled positions cover the candidate list.
+  std::mt19937_64 g(7);
+  for (int shape : {0, 1, 2, 7}) {
+    std::vector<float> row = random_row(128256, shape, g);
+    for (float top_p : {1.0f, 0.9f}) {
+      SamplingParams p;
+      p.top_p = top_p;
+      p.temperature = 0.8f;
+      for (uint64_t seed = 0; seed < 40; ++seed)
+        expect_same_as_reference(row, p, {}, 0, seed, "shape " + std::to_string(shape) + " seed " + std::to_string(seed));
+    }
+  }
+}
+
+TEST(SamplerEquivalence, DegenerateRows) {
+  std::vector<std::vector<float>> rows = {
+      std::vector<float>(1000, kNegInf),                // nothing allowed
+      std::vector<float>(50000, 3.0f),                  // all equal
+      std::vector<float>(50000, 0.0f),                  // all zero
+  };
+  rows.push_back(rows[0]);
+  rows.back()[777] = 1.0f;  // one allowed token
+  rows.push_back(rows[1]);
+  rows.back()[5] = rows.back()[9] = std::numeric_limits<float>::infinity();  // overflowed logits
+  std::mt19937_64 g(11);
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (int i = 0; i < 40; ++i) {
+      SamplingParams p = random_params(int(rows[r].size()), g);
+      expect_same_as_reference(rows[r], p, {1, 2, 2, 777}, 1, g(), "row " + std::to_string(r) + " case " + std::to_string(i));
+    }
+}
+
+TEST(SamplerEquivalence, LogSoftmaxIsUnchanged) {
+  std::mt19937_64 g(3);
+  for (int shape = 0; shape < 8; ++shape) {
+    std::vector<float> row = random_row(30000, shape, g);
+    auto want = reference::log_softmax(row.data(), int(row.size()));
+    auto got = log_softmax(row.data(), int(row.size()));
+    for (size_t i = 0; i < row.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << shape << " " << i;
+  }
 }
 
 }  // namespace
