@@ -12,7 +12,7 @@ set -uo pipefail
 repo=$(pwd)
 build_dir=${BUILD_DIR:-$repo/build-gpu}
 log_dir=${LOG_DIR:-$build_dir/gpu-logs}
-programs=(test_cuda_ops test_cuda_models bench_cuda bench_load test_backend_ops tessera)
+programs=(test_cuda_ops test_cuda_models bench_cuda bench_load bench_engine test_backend_ops tessera)
 
 build() {
   local dir=$1
@@ -35,15 +35,14 @@ bundle() {
   build "$build_dir"
   mkdir -p "$out"
   cp "$build_dir/libtessera_cuda.so" "$build_dir/tests/cuda/test_cuda_ops" "$build_dir/tests/cuda/test_cuda_models" \
-     "$build_dir/bench/cuda/bench_cuda" "$build_dir/bench/cuda/bench_load" "$build_dir/tests/backend/test_backend_ops" \
+     "$build_dir/bench/cuda/bench_cuda" "$build_dir/bench/cuda/bench_load" "$build_dir/bench/cuda/bench_engine" "$build_dir/tests/backend/test_backend_ops" \
      "$build_dir/tessera" \
      "$repo/scripts/gpu_run.sh" "$out/"
   # The C++ runtime and the Debian libraries the programs were built against; the C library and
   # cuBLASLt are the machine's.
-  for lib in libstdc++.so.6 libgcc_s.so.1 libpcre2-8.so.0 libutf8proc.so.2; do
-    cp -L "$(ldd "$out/tessera" | awk -v l=$lib '$1 == l {print $3}')" "$out/"
-  done
-  strip --strip-unneeded "$out"/*.so* "$out"/test_* "$out"/bench_cuda "$out"/bench_load "$out"/tessera
+  ldd "$out/tessera" "$out/bench_load" | awk '$3 ~ /^\// {print $3}' | sort -u |
+    grep -v -E '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' | xargs -r -I{} cp -L {} "$out/"
+  strip --strip-unneeded "$out"/*.so* "$out"/test_* "$out"/bench_cuda "$out"/bench_load "$out"/bench_engine "$out"/tessera
   du -sh "$out"
 }
 
@@ -68,7 +67,8 @@ run() {
   local gen=(generate -m "$repo/models/tessera-kjv" -p "Genesis 1:1 In the beginning" -n 48 --temperature 0)
   "$bin/tessera" "${gen[@]}" --device cuda >"$log_dir/generate_cuda.txt" 2>"$log_dir/generate_cuda.err" || status=1
   "$bin/tessera" "${gen[@]}" --device cpu >"$log_dir/generate_cpu.txt" 2>/dev/null || status=1
-  if cmp -s "$log_dir/generate_cuda.txt" "$log_dir/generate_cpu.txt"; then echo "GENERATE cuda == cpu"
+  if [ -s "$log_dir/generate_cuda.txt" ] && cmp -s "$log_dir/generate_cuda.txt" "$log_dir/generate_cpu.txt"; then
+    echo "GENERATE cuda == cpu"
   else echo "GENERATE cuda != cpu"; status=1; fi
   cat "$log_dir/generate_cuda.txt" "$log_dir/generate_cuda.err"
   if command -v compute-sanitizer >/dev/null; then
@@ -82,6 +82,10 @@ run() {
   "$bin/bench_cuda" --context 4096 --steps 5 >"$log_dir/bench_cuda_ctx4096.log" 2>&1 || status=1
   # tessera serve start-up with an 8B-shaped checkpoint it writes (16 GB, kept in $TMPDIR).
   "$bin/bench_load" --tessera "$bin/tessera" 2>&1 | tee "$log_dir/bench_load.log" || status=1
+  # Batched generation through the whole engine on that checkpoint.
+  local ckpt
+  ckpt=$(sed -n 's/^checkpoint: \([^ ,]*\).*/\1/p' "$log_dir/bench_load.log" | head -n 1)
+  "$bin/bench_engine" --model "${ckpt:-/tmp/tessera-bench-load-8b}" 2>&1 | tee "$log_dir/bench_engine.log" || status=1
   echo "== summary"
   grep -h -E '^NMSE|^MODEL' "$log_dir/test_cuda_ops.log" "$log_dir/test_cuda_models.log"
   grep -h -E 'PASSED|FAILED' "$log_dir"/test_*.log
@@ -89,6 +93,7 @@ run() {
   sed -n '/^measurement/,$p' "$log_dir/bench_cuda.log"
   sed -n '/^measurement/,$p' "$log_dir/bench_cuda_ctx4096.log" | grep decode
   sed -n '/^measurement/,$p' "$log_dir/bench_load.log"
+  sed -n '/^batch/,$p' "$log_dir/bench_engine.log"
   return $status
 }
 

@@ -89,7 +89,10 @@ std::vector<TokenOutput> Engine::step() {
   std::vector<TokenOutput> out;
   std::vector<ScheduledSeq> batch = scheduler_.schedule();
   if (batch.empty()) return out;
-  StepLogits logits = runner_.run(batch);
+  bool argmax_only = std::all_of(batch.begin(), batch.end(), [](const ScheduledSeq& b) {
+    return is_plain_argmax(b.seq->params);
+  });
+  StepLogits logits = runner_.run(batch, /*all_rows=*/false, argmax_only);
 
   for (auto& b : batch) {
     b.seq->num_computed_tokens += b.num_new_tokens;
@@ -97,8 +100,10 @@ std::vector<TokenOutput> Engine::step() {
   }
   for (size_t r = 0; r < logits.seq_index.size(); ++r) {
     Sequence& s = *batch[logits.seq_index[r]].seq;
-    SampleResult res = sample(logits.logits.data() + r * size_t(logits.vocab), logits.vocab, s.params, s.tokens,
-                              s.num_prompt_tokens, s.rng);
+    SampleResult res;
+    if (argmax_only) res.token = logits.argmax[r];
+    else res = sample(logits.logits.data() + r * size_t(logits.vocab), logits.vocab, s.params, s.tokens,
+                      s.num_prompt_tokens, s.rng);
     s.tokens.push_back(res.token);
     FinishReason reason = FinishReason::None;
     if (std::count(s.stop_token_ids.begin(), s.stop_token_ids.end(), res.token)) reason = FinishReason::Stop;

@@ -318,6 +318,11 @@ std::vector<float> log_softmax(const float* logits, int n) {
   return out;
 }
 
+bool is_plain_argmax(const SamplingParams& p) {
+  return p.temperature <= 0.0f && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f && p.logit_bias.empty() && p.logprobs < 0;
+}
+
 SampleResult sample(const float* logits, int V, const SamplingParams& p, const std::vector<int32_t>& tokens,
                     int num_prompt, Rng& rng) {
   Scratch& s = scratch();

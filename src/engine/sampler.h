@@ -30,6 +30,10 @@ struct SampleResult {
 using Rng = std::mt19937_64;
 
 // logits: one row of vocab_size; prompt/output: the sequence's tokens so far (for penalties).
+// Greedy with nothing that changes the logits or needs their distribution: the token is the
+// logits' argmax, which the backend can take where the logits are.
+bool is_plain_argmax(const SamplingParams& p);
+
 SampleResult sample(const float* logits, int vocab_size, const SamplingParams& params,
                     const std::vector<int32_t>& tokens, int num_prompt_tokens, Rng& rng);
 

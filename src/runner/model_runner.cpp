@@ -11,7 +11,7 @@ Tensor ModelRunner::upload_i32(const std::vector<int32_t>& v, Shape shape) {
   return be_.upload(host);
 }
 
-StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_rows) {
+StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_rows, bool argmax_only) {
   const int bs = cache_.block_size;
   std::vector<int32_t> ids, positions, slots, starts{0}, context_lens, rows;
   StepLogits out;
@@ -59,6 +59,15 @@ StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_row
 
   Tensor logits = model_.forward(fb, cache_);
   out.vocab = model_.vocab_size();
+  if (argmax_only) {
+    out.argmax.resize(size_t(fb.num_logits));
+    if (fb.num_logits > 0) {
+      Tensor ids = be_.empty(DType::I32, {fb.num_logits});
+      be_.argmax_rows(logits, ids);
+      be_.download(ids, out.argmax.data());
+    }
+    return out;
+  }
   const int64_t n = int64_t(fb.num_logits) * out.vocab;
   if (!logits_host_.defined() || logits_host_.numel() < n) logits_host_ = be_.host_empty(DType::F32, {n});
   if (n > 0) be_.download(logits, logits_host_.raw());

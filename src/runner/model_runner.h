@@ -14,6 +14,7 @@ struct StepLogits {
   std::vector<int> seq_index;  // index into the scheduled batch of each logits row
   std::vector<int> position;   // position in its sequence of the token each row follows
   std::span<const float> logits;  // [rows, vocab] row-major, host memory valid until the next run
+  std::vector<int32_t> argmax;    // [rows] instead of the logits, when run() was asked for them
   int vocab = 0;
 };
 
@@ -21,7 +22,9 @@ class ModelRunner {
  public:
   ModelRunner(Model& model, Backend& be, KvCache& cache) : model_(model), be_(be), cache_(cache) {}
   // all_rows: logits after every new token (scoring a text), not only where sampling happens.
-  StepLogits run(const std::vector<ScheduledSeq>& batch, bool all_rows = false);
+  // argmax_only: every row samples greedily; the backend takes the argmax and only the ids come
+  // back (on a GPU, 4 bytes a row instead of the vocabulary's logits).
+  StepLogits run(const std::vector<ScheduledSeq>& batch, bool all_rows = false, bool argmax_only = false);
 
  private:
   Tensor upload_i32(const std::vector<int32_t>& v, Shape shape);

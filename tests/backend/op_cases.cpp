@@ -273,6 +273,26 @@ OpCase gather_rows_case(int R0, int D, int R, uint64_t seed) {
           }};
 }
 
+// Rows of small integers (many ties: the first maximum must win) or of normal values, with
+// -inf entries (masked tokens); out starts as -1 in every row.
+OpCase argmax_rows_case(int R, int N, bool ties, uint64_t seed) {
+  Rng rng(seed);
+  Tensor x = random_tensor(DType::F32, {R, N}, rng);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    float& v = x.data<float>()[i];
+    if (ties) v = float(rng.uniform(0, 3));
+    if (rng.uniform(0, 9) == 0) v = -std::numeric_limits<float>::infinity();
+  }
+  std::string name = "argmax_rows R=" + std::to_string(R) + " N=" + std::to_string(N) + (ties ? " ties" : "");
+  return {name, "argmax_rows", DType::F32, kExact, [=](Backend& be) {
+            Tensor out = be.upload(i32_tensor(std::vector<int32_t>(size_t(R), -1)));
+            be.argmax_rows(upload(be, x), out);
+            std::vector<int32_t> ids(static_cast<size_t>(R));
+            be.download(out, ids.data());
+            return Outputs{std::vector<float>(ids.begin(), ids.end())};
+          }};
+}
+
 const DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16};
 
 }  // namespace
@@ -346,13 +366,16 @@ std::vector<OpCase> op_cases(const std::string& op) {
     cases.push_back(gather_rows_case(1, 64, 1, seed++));
     cases.push_back(gather_rows_case(20, 67, 5, seed++));
     cases.push_back(gather_rows_case(130, 2048, 8, seed++));
+  } else if (op == "argmax_rows") {
+    for (auto [R, N] : {std::pair{1, 1}, {1, 4096}, {3, 1000}, {64, 128256}})
+      for (bool ties : {false, true}) cases.push_back(argmax_rows_case(R, N, ties, seed++));
   }
   return cases;
 }
 
 const std::vector<std::string>& op_names() {
   static const std::vector<std::string> names = {"embedding", "rms_norm", "linear",   "rope",  "store_kv",
-                                                 "attention", "silu_mul", "add", "gather_rows"};
+                                                 "attention", "silu_mul", "add", "gather_rows", "argmax_rows"};
   return names;
 }
 

@@ -167,6 +167,7 @@ class Faulty final : public Backend {
   void silu_mul(const Tensor& g, const Tensor& u, Tensor& o) override { ref_->silu_mul(g, u, o); }
   void add(const Tensor& a, const Tensor& b, Tensor& o) override { ref_->add(a, b, o); }
   void gather_rows(const Tensor& x, const Tensor& r, Tensor& o) override { ref_->gather_rows(x, r, o); }
+  void argmax_rows(const Tensor& x, Tensor& o) override { ref_->argmax_rows(x, o); }
 
  private:
   Fault fault_;

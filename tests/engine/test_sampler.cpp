@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <random>
@@ -244,6 +245,20 @@ TEST(SamplerEquivalence, LogSoftmaxIsUnchanged) {
     auto got = log_softmax(row.data(), int(row.size()));
     for (size_t i = 0; i < row.size(); ++i)
       ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << shape << " " << i;
+  }
+}
+
+TEST(Sampler, PlainArgmaxOnlyWhenNothingElseIsAsked) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  EXPECT_TRUE(is_plain_argmax(p));
+  for (auto change : std::vector<std::function<void(SamplingParams&)>>{
+           [](SamplingParams& q) { q.temperature = 0.7f; }, [](SamplingParams& q) { q.repetition_penalty = 1.1f; },
+           [](SamplingParams& q) { q.presence_penalty = 0.5f; }, [](SamplingParams& q) { q.frequency_penalty = 0.5f; },
+           [](SamplingParams& q) { q.logit_bias = {{3, 1.0f}}; }, [](SamplingParams& q) { q.logprobs = 0; }}) {
+    SamplingParams q = p;
+    change(q);
+    EXPECT_FALSE(is_plain_argmax(q));
   }
 }
 

@@ -80,6 +80,8 @@ class CpuBackend final : public Backend {
     else cpu::fast::add(*pool_, a, b, out);
   }
   // A row copy (memcpy) in the reference already.
+  void argmax_rows(const Tensor& x, Tensor& out) override { cpu::ref::argmax_rows(x, out); }
+
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
     cpu::ref::gather_rows(x, rows, out);
   }

@@ -175,4 +175,16 @@ void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) {
   }
 }
 
+void argmax_rows(const Tensor& x, Tensor& out) {
+  const int64_t N = x.dim(-1), R = N ? x.numel() / N : 0;
+  TESSERA_CHECK(N > 0 && out.numel() == R, "argmax_rows: " + shape_str(x.shape()) + " into " + shape_str(out.shape()));
+  for (int64_t r = 0; r < R; ++r) {
+    const float* row = x.data<float>() + r * N;
+    int64_t best = 0;
+    for (int64_t i = 1; i < N; ++i)
+      if (row[best] < row[i]) best = i;  // std::max_element's rule: the first maximum
+    out.data<int32_t>()[r] = int32_t(best);
+  }
+}
+
 }  // namespace tessera::cpu::ref

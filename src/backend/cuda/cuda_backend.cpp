@@ -330,6 +330,15 @@ class CudaBackend final : public Backend {
     cuda::add_rms_norm(ptr(x), ptr(delta), w.raw(), w.dtype(), eps, offset, x.numel() / D, D, ptr(out), stream_);
   }
 
+  void argmax_rows(const Tensor& x, Tensor& out) override {
+    require_f32(x, "argmax_rows", "x");
+    require_i32(out, "argmax_rows", "out");
+    const int64_t N = x.dim(-1), R = N ? x.numel() / N : 0;
+    TESSERA_CHECK(N > 0 && out.numel() == R, "argmax_rows: " + shape_str(x.shape()) + " into " +
+                                                 shape_str(out.shape()));
+    cuda::argmax_rows(ptr(x), R, N, ptr<int32_t>(out), stream_);
+  }
+
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
     require_f32(x, "gather_rows", "x");
     require_i32(rows, "gather_rows", "rows");

@@ -130,6 +130,31 @@ __global__ void split_columns_kernel(const float* x, int64_t T, int64_t N, Stack
   }
 }
 
+// One block per row: each thread the first maximum of its strided columns, then a tree that
+// keeps the larger value, the lower column on ties.
+__global__ void argmax_kernel(const float* x, int64_t N, int32_t* out) {
+  __shared__ float best_v[1024];
+  __shared__ int64_t best_i[1024];
+  const float* row = x + blockIdx.x * N;
+  float v = -INFINITY;
+  int64_t idx = -1;
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x)
+    if (idx < 0 || v < row[i]) v = row[i], idx = i;
+  best_v[threadIdx.x] = v, best_i[threadIdx.x] = idx;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      float w = best_v[threadIdx.x + half];
+      int64_t j = best_i[threadIdx.x + half];
+      bool take = j >= 0 && (best_i[threadIdx.x] < 0 || best_v[threadIdx.x] < w ||
+                             (!(w < best_v[threadIdx.x]) && j < best_i[threadIdx.x]));
+      if (take) best_v[threadIdx.x] = w, best_i[threadIdx.x] = j;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = int32_t(best_i[0]);
+}
+
 template <class T>
 __global__ void convert_kernel(const float* x, int64_t n, T* out) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
@@ -243,6 +268,12 @@ void convert_f32(const float* x, int64_t n, void* out, DType dt, cudaStream_t s)
   else
     throw Error("convert_f32: unsupported dtype " + std::string(dtype_name(dt)));
   check_launch("convert_f32");
+}
+
+void argmax_rows(const float* x, int64_t R, int64_t N, int32_t* out, cudaStream_t s) {
+  if (R == 0) return;
+  argmax_kernel<<<R, 1024, 0, s>>>(x, N, out);
+  check_launch("argmax_rows");
 }
 
 void split_columns(const float* x, int64_t T, const StackedParts& parts, cudaStream_t s) {

@@ -25,6 +25,8 @@ void store_kv(const float* k, const float* v, const int32_t* slots, int64_t T, i
               void* k_cache, void* v_cache, DType cache_dtype, cudaStream_t s);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t s);
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
+// out[r] = the first column of row r's maximum, x [R, N].
+void argmax_rows(const float* x, int64_t R, int64_t N, int32_t* out, cudaStream_t s);
 // Out-of-range rows give rows of NaN.
 void gather_rows(const float* x, const int32_t* rows, int64_t R, int64_t D, int64_t num_rows, float* out,
                  cudaStream_t s);

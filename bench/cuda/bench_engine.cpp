@@ -1,0 +1,114 @@
+// Batched generation through the whole engine on the GPU, as llama.cpp's batched-bench measures
+// it: N sequences of P random prompt tokens each generate G tokens (EOS ignored); the model is a
+// real checkpoint directory (bench_load writes an 8B-shaped one). Unlike bench_cuda, every step
+// pays what a user pays: the scheduler, the runner's metadata uploads, reading the logits back
+// and sampling on the host. Prints prefill and decode throughput per batch size.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "backend/cuda_loader.h"
+#include "engine/engine.h"
+#include "models/model.h"
+
+namespace tessera::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Row {
+  int batch;
+  std::string sampling;
+  double prefill_tok_s, decode_tok_s, step_ms;
+};
+
+Row run_batch(Engine& engine, int vocab, int batch, int prompt_len, int gen, const SamplingParams& params,
+              const std::string& label) {
+  std::mt19937 rng{uint32_t(batch)};
+  std::vector<int64_t> ids;
+  for (int s = 0; s < batch; ++s) {
+    Request r;
+    for (int i = 0; i < prompt_len; ++i) r.prompt.push_back(int32_t(rng() % uint32_t(vocab)));
+    r.params = params;
+    r.max_tokens = gen;
+    r.seed = uint64_t(s);
+    ids.push_back(engine.add_request(std::move(r)));
+  }
+  // Prefill: until every sequence has its first token; decode: the remaining steps.
+  auto t0 = Clock::now();
+  int first_tokens = 0, decode_tokens = 0, decode_steps = 0;
+  while (first_tokens < batch) first_tokens += int(engine.step().size());
+  auto t1 = Clock::now();
+  while (engine.has_work()) {
+    decode_tokens += int(engine.step().size());
+    ++decode_steps;
+  }
+  auto t2 = Clock::now();
+  for (int64_t id : ids) engine.release(id);
+  double prefill_s = std::chrono::duration<double>(t1 - t0).count();
+  double decode_s = std::chrono::duration<double>(t2 - t1).count();
+  return {batch, label, double(batch) * prompt_len / prefill_s, decode_tokens / decode_s,
+          decode_steps ? decode_s * 1e3 / decode_steps : 0.0};
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"Batched generation through the engine on the GPU"};
+  std::string model_dir = "/tmp/tessera-bench-load-8b";
+  std::vector<int> batches = {1, 8, 32, 64, 128, 256};
+  int prompt_len = 512, gen = 128;
+  app.add_option("--model", model_dir, "checkpoint directory (bench_load writes an 8B-shaped one)");
+  app.add_option("--batches", batches, "numbers of sequences")->delimiter(',');
+  app.add_option("--prompt", prompt_len, "prompt tokens per sequence");
+  app.add_option("--gen", gen, "generated tokens per sequence");
+  CLI11_PARSE(app, argc, argv);
+
+  std::string error;
+  auto be = load_cuda_backend(0, &error);
+  if (!be) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    return 1;
+  }
+  LoadedModel lm = load_model(model_dir, *be);
+  EngineConfig cfg;
+  cfg.kv_cache_dtype = DType::BF16;
+  cfg.kv_cache_bytes = size_t(40) << 30;
+  cfg.scheduler.max_num_seqs = *std::max_element(batches.begin(), batches.end());
+  cfg.scheduler.max_num_batched_tokens = 8192;
+  Engine engine(*lm.model, *be, cfg);
+  std::printf("%s on %s; %s; prompts of %d tokens, %d generated, EOS ignored\n", model_dir.c_str(),
+              be->name().c_str(), engine.kv_cache_summary().c_str(), prompt_len, gen);
+
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  SamplingParams nucleus;
+  nucleus.temperature = 0.8f;
+  nucleus.top_p = 0.95f;
+  const int vocab = lm.model->vocab_size();
+  run_batch(engine, vocab, 1, 32, 8, greedy, "warm-up");
+  std::vector<Row> rows;
+  for (int b : batches) rows.push_back(run_batch(engine, vocab, b, prompt_len, gen, greedy, "greedy"));
+  for (int b : {1, 64})
+    if (std::count(batches.begin(), batches.end(), b))
+      rows.push_back(run_batch(engine, vocab, b, prompt_len, gen, nucleus, "T 0.8, top_p 0.95"));
+
+  std::printf("\n%-6s %-18s %14s %14s %12s\n", "batch", "sampling", "prefill tok/s", "decode tok/s", "ms / step");
+  for (const Row& r : rows)
+    std::printf("%-6d %-18s %14.0f %14.1f %12.2f\n", r.batch, r.sampling.c_str(), r.prefill_tok_s, r.decode_tok_s,
+                r.step_ms);
+  return 0;
+}
+
+}  // namespace
+}  // namespace tessera::bench
+
+int main(int argc, char** argv) {
+  try {
+    return tessera::bench::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_engine: %s\n", e.what());
+    return 1;
+  }
+}
