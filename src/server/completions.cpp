@@ -1,7 +1,9 @@
 // POST /v1/chat/completions and /v1/completions: prepare the prompts on this HTTP thread,
 // run them through the engine, answer as one JSON body or as server-sent events.
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 
 #include "core/error.h"
 #include "server/api_error.h"
@@ -187,6 +189,10 @@ void respond_whole(Server::State& st, const ResponseContext& ctx, Generation& g,
 struct StreamState {
   Server::State* st;
   ResponseContext ctx;
+  ChunkFrame frame;
+  // Set (by the engine thread) when the Generation has new events: the writer pumps only
+  // the responses that have some.
+  std::shared_ptr<std::atomic<bool>> ready = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<Generation> gen;
   bool include_usage = false;
   std::vector<bool> started;
@@ -197,6 +203,7 @@ struct StreamState {
 // Run by the StreamWriter's thread whenever events may be ready: appends them without waiting.
 StreamWriter::Pump stream_some(StreamState& s, std::string& out) {
   using Pump = StreamWriter::Pump;
+  if (!s.ready->exchange(false)) return Pump::More;
   std::vector<ChoiceDelta> deltas;
   WarningTag tag(s.ctx.id);
   try {
@@ -215,7 +222,7 @@ StreamWriter::Pump stream_some(StreamState& s, std::string& out) {
     if (!visible) continue;
     bool first = !s.started[size_t(d.index)];
     s.started[size_t(d.index)] = true;
-    out += sse_event(stream_chunk(s.ctx, d, first));
+    append_chunk_event(out, s.frame, s.ctx, d, first);
   }
   if (!s.gen->done()) return Pump::More;
   Usage u = s.gen->usage();
@@ -273,16 +280,21 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
     std::optional<tools::ParserOptions> parser = parser_options(st, r, rendered, ctx.id);
     ctx.parsed = parser.has_value();
 
+    auto s = r.stream ? std::make_shared<StreamState>() : nullptr;
     std::function<void()> on_event;
-    if (r.stream) on_event = [w = st.writer.get()] { w->wake(); };
+    if (s)
+      on_event = [ready = s->ready, w = st.writer.get()] {
+        ready->store(true);
+        w->wake();
+      };
     auto gen = std::make_unique<Generation>(*st.engine, st.codec, std::move(choices), r.stop, st.metrics, t0,
                                             std::move(on_event), parser ? &*parser : nullptr);
-    if (!r.stream) {
+    if (!s) {
       respond_whole(st, ctx, *gen, res, t0);
       return;
     }
-    auto s = std::make_shared<StreamState>();
     s->st = &st;
+    s->frame = chunk_frame(ctx);
     s->ctx = std::move(ctx);
     s->include_usage = r.include_usage;
     s->started.assign(prompts.size() * size_t(r.n), false);
