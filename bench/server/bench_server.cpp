@@ -4,12 +4,16 @@
 // overhead (HTTP + JSON + SSE) at one batch: every path runs the same requests submitted
 // together, timed per engine step while all of them decode, with the CPU time of the server's
 // threads against the engine's.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "load_paths.h"
+#include "random_llama.h"
 #include "models/model.h"
 #include "server/server.h"
 
@@ -67,7 +71,10 @@ int main(int argc, char** argv) {
   std::vector<int> concurrency = {1, 16, 64, 256};
   int threads = 0, prompt_len = 32, max_tokens = 64, min_requests = 16, repeats = 3;
   int batch = 64, batch_tokens = 128, batch_runs = 7;
+  bool random_llama = false;
   app.add_option("-m,--model", model_dir, "Model directory");
+  app.add_flag("--random-llama", random_llama,
+               "Instead of -m: a random Llama-shaped f32 model of ~20M parameters, written to a temp dir");
   app.add_option("--url", url, "Drive a running server (host:port) instead of an in-process one");
   app.add_option("-c,--concurrency", concurrency, "Concurrent streams (empty: skip the table)")
       ->delimiter(',');
@@ -81,6 +88,12 @@ int main(int argc, char** argv) {
   app.add_option("--batch-runs", batch_runs, "Runs per path in that comparison (the paths take turns)");
   CLI11_PARSE(app, argc, argv);
 
+  std::filesystem::path temp_model;
+  if (random_llama) {
+    temp_model = std::filesystem::temp_directory_path() / ("bench_server_llama_" + std::to_string(getpid()));
+    write_random_llama(temp_model);
+    model_dir = temp_model.string();
+  }
   auto be = make_cpu_backend({.reference = false, .threads = threads});
   std::set<int> pool = pool_worker_tids();
   LoadedModel lm = load_model(model_dir, *be);
@@ -187,5 +200,6 @@ int main(int argc, char** argv) {
     print_batch_row("server", s, engine_step);
   }
   if (srv) srv->stop();
+  if (!temp_model.empty()) std::filesystem::remove_all(temp_model);
   return 0;
 }
