@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "load_paths.h"
-#include "random_llama.h"
 #include "models/model.h"
+#include "random_llama.h"
 #include "server/server.h"
 
 using namespace tessera;
@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   int threads = 0, prompt_len = 32, max_tokens = 64, min_requests = 16, repeats = 3;
   int batch = 64, batch_tokens = 128, batch_runs = 7;
   bool random_llama = false;
+  int client_nice = 19;
   app.add_option("-m,--model", model_dir, "Model directory");
   app.add_flag("--random-llama", random_llama,
                "Instead of -m: a random Llama-shaped f32 model of ~20M parameters, written to a temp dir");
@@ -86,7 +87,10 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "Streams of the same-batch overhead comparison (0: skip it)");
   app.add_option("--batch-tokens", batch_tokens, "Generated tokens per request in that comparison");
   app.add_option("--batch-runs", batch_runs, "Runs per path in that comparison (the paths take turns)");
+  app.add_option("--client-nice", client_nice, "Nice value of the client threads (0: as the server's)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  set_client_nice(client_nice);
 
   std::filesystem::path temp_model;
   if (random_llama) {
@@ -129,8 +133,9 @@ int main(int argc, char** argv) {
     port = std::stoi(url.substr(url.rfind(':') + 1));
   }
 
-  std::printf("model %s, %zu engine threads, prompt %d tokens, temperature 0.8, EOS ignored\n\n",
-              model_dir.c_str(), pool.size() + 1, prompt_len);
+  std::printf(
+      "model %s, %zu engine threads, clients at nice %d, prompt %d tokens, temperature 0.8, EOS ignored\n\n",
+      model_dir.c_str(), pool.size() + 1, client_nice, prompt_len);
   // The engine alone gets its own engine on the same model; it and the server's engine thread
   // never run at the same time. Both are warmed up (first-touch of the KV cache) before timing.
   Load warm{max_c, 1, prompt_len, 4};

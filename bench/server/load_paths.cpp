@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 #include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,6 +16,7 @@ namespace tessera::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+int g_client_nice = 0;
 
 double since(Clock::time_point t0, Clock::time_point t) {
   return std::chrono::duration<double>(t - t0).count();
@@ -36,6 +39,7 @@ Run run_threads(int clients, const std::set<int>& pool_tids, const std::function
   for (int c = 0; c < clients; ++c)
     threads.emplace_back([&, c] {
       pthread_setname_np(pthread_self(), "bench-client");
+      setpriority(PRIO_PROCESS, id_t(gettid()), g_client_nice);
       Run mine;
       mine.arrivals.resize(1);
       client(c, mine);
@@ -58,6 +62,10 @@ double epoch_seconds(Clock::time_point t) {
 }
 
 }  // namespace
+
+void set_client_nice(int nice) {
+  g_client_nice = nice;
+}
 
 double Run::steady_step_ms() const {
   double all_started = 0, first_done = 1e300;

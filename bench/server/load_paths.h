@@ -30,6 +30,10 @@ struct Run {
   double steady_step_ms() const;
 };
 
+// The clients' nice value (they stand for other machines: niced, they keep off the engine's
+// cores as far as the scheduler allows, and what remains measured is the server).
+void set_client_nice(int nice);
+
 Request make_request(const Load& l, int i);
 // Each round adds one request per client at once and steps until all finish.
 Run run_engine(Engine& engine, const Load& l, const std::set<int>& pool_tids);
