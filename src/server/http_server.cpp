@@ -100,7 +100,7 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
                     to_ms(write_timeout_sec_, write_timeout_usec_));
   t_current_socket = sock;
   bool ok = false;
-  for (size_t left = keep_alive_max_count_; left > 0 && wait_for_request(sock, strm); --left) {
+  for (size_t left = keep_alive_max_count_; left > 0 && wait_for_request(strm); --left) {
     bool closed = false;
     ok = process_request(strm, /*close_connection=*/left == 1, closed, nullptr);
     if (!ok || closed) break;
@@ -113,11 +113,11 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
 
 // Waits up to the keep-alive timeout for the next request, in slices so that a stopping server
 // is not held up by idle connections.
-bool HttpServer::wait_for_request(int fd, const SocketStream& strm) const {
+bool HttpServer::wait_for_request(const SocketStream& strm) const {
   if (strm.buffered()) return true;
   auto end = std::chrono::steady_clock::now() + std::chrono::seconds(keep_alive_timeout_sec_);
   while (svr_sock_ != INVALID_SOCKET) {
-    if (wait_for(fd, POLLIN, 100)) return true;
+    if (wait_for(strm.socket(), POLLIN, 100)) return true;
     if (std::chrono::steady_clock::now() >= end) return false;
   }
   return false;

@@ -43,7 +43,7 @@ class HttpServer : public httplib::Server {
   // Overrides httplib's per-connection loop (a private virtual, which SSLServer overrides too):
   // keep-alive requests are read and answered through one SocketStream.
   bool process_and_close_socket(socket_t sock) override;
-  bool wait_for_request(int fd, const SocketStream& strm) const;
+  bool wait_for_request(const SocketStream& strm) const;
 };
 
 // The socket of the connection whose request this thread is handling; -1 outside a handler.
