@@ -37,7 +37,7 @@ struct KjvServer {
 
   explicit KjvServer(std::chrono::seconds write_timeout = std::chrono::seconds(5)) {
     EngineConfig ec;
-    ec.num_blocks = 4400;  // 68 sequences of up to 1003 tokens
+    ec.num_blocks = 2200;  // 64 sequences of 503 tokens and 4 of 103, or 16 of 1003
     engine = std::make_unique<AsyncEngine>(std::make_unique<Engine>(m.model(), *m.backend, ec));
     server::ServerConfig sc;
     sc.port = 0;
@@ -132,7 +132,7 @@ TEST(ServerDisconnects, AStreamingClientThatStopsReadingDoesNotSlowTheOthers) {
   // 64 choices with logprobs: ~40 KB of events per step, enough to fill the ~4 MB that
   // loopback lets a socket's send buffer grow to within a second.
   int stalled = send_completion(s.port,
-                                R"({"prompt": [1, 2, 3], "max_tokens": 1000, "n": 64, "stream": true,)"
+                                R"({"prompt": [1, 2, 3], "max_tokens": 500, "n": 64, "stream": true,)"
                                 R"( "ignore_eos": true, "logprobs": 5})",
                                 4096);
   // Full: the socket's send queue stops growing although the sequences keep generating.
