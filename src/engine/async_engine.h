@@ -44,7 +44,11 @@ class RequestStream {
 
  private:
   friend class AsyncEngine;
+  // Queues an event; readers learn of it at notify(), once per engine step for all its events.
   void push(StreamEvent e);
+  void notify();
+  // Pushes request `index`'s failure and notifies.
+  void fail(int index, std::string why);
 
   int size_;
   std::function<void()> on_event_;

@@ -1,11 +1,14 @@
 // POST /v1/chat/completions and /v1/completions: prepare the prompts on this HTTP thread,
 // run them through the engine, answer as one JSON body or as server-sent events.
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 
 #include "core/error.h"
 #include "server/api_error.h"
 #include "server/generation.h"
+#include "server/http_server.h"
 #include "server/openai_response.h"
 #include "server/server_state.h"
 #include "server/stream_writer.h"
@@ -17,7 +20,8 @@ namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-constexpr std::chrono::milliseconds kPoll{200};
+constexpr std::chrono::milliseconds kPoll{100};
+constexpr int kClientClosed = 499;  // nginx's status for a client that left before the answer
 
 // `rendered`: the chat prompt as text (whether it opens a reasoning block matters to parsing).
 std::vector<std::vector<int32_t>> tokenize_prompts(const Server::State& st, const GenerationRequest& r,
@@ -142,16 +146,38 @@ class WarningTag {
   tools::WarningSink old_;
 };
 
+// The client left: what it was given counts, and the log says so (the caller's Generation
+// cancels the sequences).
+void client_left(Server::State& st, const ResponseContext& ctx, const Generation& g) {
+  Usage u = g.usage();
+  st.metrics.add_tokens(u.prompt_tokens, u.cached_tokens, u.completion_tokens);
+  if (st.cfg.log_requests)
+    std::fprintf(stderr, "%s: client disconnected after %lld tokens; sequences cancelled\n", ctx.id.c_str(),
+                 (long long)u.completion_tokens);
+}
+
 void respond_whole(Server::State& st, const ResponseContext& ctx, Generation& g, httplib::Response& res,
                    Clock::time_point t0) {
   std::vector<ChoiceDelta> acc;
   WarningTag tag(ctx.id);
-  while (!g.done())
+  int fd = current_socket();
+  auto next_check = Clock::now() + kPoll;
+  while (!g.done()) {
     for (const ChoiceDelta& d : g.next(kPoll)) {
       if (size_t(d.index) >= acc.size()) acc.resize(size_t(d.index) + 1);
       acc[size_t(d.index)].index = d.index;
       acc[size_t(d.index)].append(d);
     }
+    // Nothing is written until the end, so only the socket tells that a client gave up.
+    if (Clock::now() < next_check) continue;
+    next_check = Clock::now() + kPoll;
+    if (fd >= 0 && peer_closed(fd)) {
+      st.metrics.count_request(kClientClosed);
+      client_left(st, ctx, g);
+      res.status = kClientClosed;
+      return;
+    }
+  }
   Usage u = g.usage();
   st.metrics.add_tokens(u.prompt_tokens, u.cached_tokens, u.completion_tokens);
   res.set_content(full_response(ctx, acc, u).dump(-1, ' ', false, json::error_handler_t::replace),
@@ -163,6 +189,10 @@ void respond_whole(Server::State& st, const ResponseContext& ctx, Generation& g,
 struct StreamState {
   Server::State* st;
   ResponseContext ctx;
+  ChunkFrame frame;
+  // Set (by the engine thread) when the Generation has new events: the writer pumps only
+  // the responses that have some.
+  std::shared_ptr<std::atomic<bool>> ready = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<Generation> gen;
   bool include_usage = false;
   std::vector<bool> started;
@@ -170,21 +200,18 @@ struct StreamState {
   bool finished = false;
 };
 
-// Run by the StreamWriter's thread whenever events may be ready: writes them without waiting.
-// A failed write means the client is gone; the response is then dropped, and with it the
-// Generation, which cancels its sequences.
-StreamWriter::Pump stream_some(StreamState& s, httplib::DataSink& sink) {
+// Run by the StreamWriter's thread whenever events may be ready: appends them without waiting.
+StreamWriter::Pump stream_some(StreamState& s, std::string& out) {
   using Pump = StreamWriter::Pump;
-  auto write = [&](const std::string& data) { return sink.write(data.data(), data.size()); };
+  if (!s.ready->exchange(false)) return Pump::More;
   std::vector<ChoiceDelta> deltas;
   WarningTag tag(s.ctx.id);
   try {
     deltas = s.gen->next(std::chrono::milliseconds(0));
   } catch (const ApiError& e) {
-    write(sse_event(e.to_json()));
-    write("data: [DONE]\n\n");
+    out += sse_event(e.to_json());
+    out += "data: [DONE]\n\n";
     s.finished = true;
-    sink.done();
     return Pump::Finished;
   }
   for (const ChoiceDelta& d : deltas) {
@@ -195,16 +222,15 @@ StreamWriter::Pump stream_some(StreamState& s, httplib::DataSink& sink) {
     if (!visible) continue;
     bool first = !s.started[size_t(d.index)];
     s.started[size_t(d.index)] = true;
-    if (!write(sse_event(stream_chunk(s.ctx, d, first)))) return Pump::Gone;
+    append_chunk_event(out, s.frame, s.ctx, d, first);
   }
   if (!s.gen->done()) return Pump::More;
   Usage u = s.gen->usage();
   s.st->metrics.add_tokens(u.prompt_tokens, u.cached_tokens, u.completion_tokens);
-  if (s.include_usage && !write(sse_event(usage_chunk(s.ctx, u)))) return Pump::Gone;
-  if (!write("data: [DONE]\n\n")) return Pump::Gone;
+  if (s.include_usage) out += sse_event(usage_chunk(s.ctx, u));
+  out += "data: [DONE]\n\n";
   s.finished = true;
   log_request(*s.st, s.ctx, *s.gen, s.t0);
-  sink.done();
   return Pump::Finished;
 }
 
@@ -254,16 +280,21 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
     std::optional<tools::ParserOptions> parser = parser_options(st, r, rendered, ctx.id);
     ctx.parsed = parser.has_value();
 
+    auto s = r.stream ? std::make_shared<StreamState>() : nullptr;
     std::function<void()> on_event;
-    if (r.stream) on_event = [w = st.writer.get()] { w->wake(); };
+    if (s)
+      on_event = [ready = s->ready, w = st.writer.get()] {
+        ready->store(true);
+        w->wake();
+      };
     auto gen = std::make_unique<Generation>(*st.engine, st.codec, std::move(choices), r.stop, st.metrics, t0,
                                             std::move(on_event), parser ? &*parser : nullptr);
-    if (!r.stream) {
+    if (!s) {
       respond_whole(st, ctx, *gen, res, t0);
       return;
     }
-    auto s = std::make_shared<StreamState>();
     s->st = &st;
+    s->frame = chunk_frame(ctx);
     s->ctx = std::move(ctx);
     s->include_usage = r.include_usage;
     s->started.assign(prompts.size() * size_t(r.n), false);
@@ -271,19 +302,19 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
     s->gen = std::move(gen);
     st.metrics.count_request(200);
     res.set_header("Cache-Control", "no-cache");
+    // The writer thread sends the events; this thread ends the body once they are all out. A
+    // failed send means the client is gone: the response is dropped, and with it the
+    // Generation, which cancels its sequences.
     res.set_chunked_content_provider(
         "text/event-stream",
         [s](size_t, httplib::DataSink& sink) {
-          return s->st->writer->serve([s](httplib::DataSink& k) { return stream_some(*s, k); }, sink);
+          if (!s->st->writer->serve(current_socket(), [s](std::string& out) { return stream_some(*s, out); }))
+            return false;
+          sink.done();
+          return true;
         },
         [s](bool) {
-          if (!s->finished) {
-            Usage u = s->gen->usage();
-            s->st->metrics.add_tokens(u.prompt_tokens, u.cached_tokens, u.completion_tokens);
-            if (s->st->cfg.log_requests)
-              std::fprintf(stderr, "%s: client disconnected after %lld tokens; sequences cancelled\n",
-                           s->ctx.id.c_str(), (long long)u.completion_tokens);
-          }
+          if (!s->finished) client_left(*s->st, s->ctx, *s->gen);
           s->gen.reset();  // cancels what still runs
         });
   } catch (const ApiError& e) {

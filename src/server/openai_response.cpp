@@ -97,11 +97,18 @@ json full_response(const ResponseContext& ctx, const std::vector<ChoiceDelta>& c
   return out;
 }
 
-json stream_chunk(const ResponseContext& ctx, const ChoiceDelta& d, bool first) {
-  bool chat = ctx.endpoint == Endpoint::Chat;
-  json out = envelope(ctx, chat ? "chat.completion.chunk" : "text_completion");
+ChunkFrame chunk_frame(const ResponseContext& ctx) {
+  json out = envelope(ctx, ctx.endpoint == Endpoint::Chat ? "chat.completion.chunk" : "text_completion");
+  out["choices"] = json::array();
+  std::string s = out.dump(-1, ' ', false, json::error_handler_t::replace);
+  size_t at = s.find("[]");  // keys are sorted: "choices" comes first
+  return {"data: " + s.substr(0, at + 1), s.substr(at + 1) + "\n\n"};
+}
+
+void append_chunk_event(std::string& out, const ChunkFrame& frame, const ResponseContext& ctx,
+                        const ChoiceDelta& d, bool first) {
   json c = {{"index", d.index}, {"logprobs", logprobs_json(ctx, d)}, {"finish_reason", finish_json(d)}};
-  if (chat) {
+  if (ctx.endpoint == Endpoint::Chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
     if (ctx.parsed) {
@@ -114,8 +121,9 @@ json stream_chunk(const ResponseContext& ctx, const ChoiceDelta& d, bool first) 
     c["text"] = d.text;
   }
   if (ctx.return_token_ids) c["token_ids"] = d.token_ids;
-  out["choices"] = json::array({std::move(c)});
-  return out;
+  out += frame.head;
+  out += c.dump(-1, ' ', false, json::error_handler_t::replace);
+  out += frame.tail;
 }
 
 json usage_chunk(const ResponseContext& ctx, const Usage& u) {

@@ -27,8 +27,17 @@ nlohmann::json usage_json(const Usage& u);
 // The whole response: `choices` are the accumulated deltas, in index order.
 nlohmann::json full_response(const ResponseContext& ctx, const std::vector<ChoiceDelta>& choices,
                              const Usage& u);
-// One streamed chunk. `first` marks a chat choice's first chunk (it carries the role).
-nlohmann::json stream_chunk(const ResponseContext& ctx, const ChoiceDelta& d, bool first);
+// A response's streamed chunks differ only in their choice: the rest of the SSE event is
+// rendered once per response.
+struct ChunkFrame {
+  std::string head;  // "data: {\"choices\":["
+  std::string tail;  // "],\"created\":...}\n\n"
+};
+ChunkFrame chunk_frame(const ResponseContext& ctx);
+// Appends one streamed chunk's SSE event. `first` marks a chat choice's first chunk (it
+// carries the role).
+void append_chunk_event(std::string& out, const ChunkFrame& frame, const ResponseContext& ctx,
+                        const ChoiceDelta& d, bool first);
 // The final chunk with usage and no choices (stream_options.include_usage).
 nlohmann::json usage_chunk(const ResponseContext& ctx, const Usage& u);
 // "data: <json>\n\n"

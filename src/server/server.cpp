@@ -1,24 +1,18 @@
 #include "server/server.h"
 
-#include <sys/socket.h>
+#include <pthread.h>
 
 #include <cstdio>
 
 #include "core/error.h"
 #include "server/api_error.h"
+#include "server/http_server.h"
 #include "server/server_state.h"
 
 namespace tessera::server {
 namespace {
 
 using nlohmann::json;
-
-// cpp-httplib (Debian's build) listens with a backlog of 5, which drops the SYNs of a burst of
-// clients and delays them by whole seconds; listening again on the bound socket raises it.
-class HttpServer : public httplib::Server {
- public:
-  void raise_backlog(int backlog) { ::listen(svr_sock_, backlog); }
-};
 
 bool authorized(const Server::State& st, const httplib::Request& req) {
   if (st.cfg.api_key.empty()) return true;
@@ -63,14 +57,10 @@ int Server::start() {
   // Every streaming client holds a thread for its whole response.
   http->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   http->set_payload_max_length(st.cfg.max_body_bytes);
-  // Headers and body (and each SSE event) go out as separate writes: without TCP_NODELAY,
-  // Nagle's algorithm holds the later ones until the client's delayed ACK (~40 ms).
-  http->set_tcp_nodelay(true);
   http->set_keep_alive_timeout(5);
   http->set_read_timeout(30);
-  // One thread writes every stream: a client that stops reading stalls the others once its
-  // socket buffer is full, until this timeout drops it.
-  http->set_write_timeout(5);
+  // A client that takes nothing for this long is dropped (the SSE writer does the same).
+  http->set_write_timeout(st.cfg.write_timeout);
 
   // Errors httplib produces itself (404 route, 413 body, 400 bad request) get OpenAI bodies.
   http->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
@@ -122,12 +112,14 @@ int Server::start() {
     if (st.ready) model["max_model_len"] = st.info.max_model_len;
     set_json(res, {{"object", "list"}, {"data", json::array({model})}});
   });
-  http->Post("/v1/chat/completions", [&st, reject_unauthorized](const httplib::Request& req, httplib::Response& res) {
-    if (!reject_unauthorized(req, res)) handle_generation(st, Endpoint::Chat, req, res);
-  });
-  http->Post("/v1/completions", [&st, reject_unauthorized](const httplib::Request& req, httplib::Response& res) {
-    if (!reject_unauthorized(req, res)) handle_generation(st, Endpoint::Completion, req, res);
-  });
+  http->Post("/v1/chat/completions",
+             [&st, reject_unauthorized](const httplib::Request& req, httplib::Response& res) {
+               if (!reject_unauthorized(req, res)) handle_generation(st, Endpoint::Chat, req, res);
+             });
+  http->Post("/v1/completions",
+             [&st, reject_unauthorized](const httplib::Request& req, httplib::Response& res) {
+               if (!reject_unauthorized(req, res)) handle_generation(st, Endpoint::Completion, req, res);
+             });
 
   int port = st.cfg.port;
   if (port == 0)
@@ -137,9 +129,12 @@ int Server::start() {
   TESSERA_CHECK(port > 0, "cannot listen on " + st.cfg.host + ":" + std::to_string(st.cfg.port) +
                               " (address in use or not available)");
   http->raise_backlog(1024);
-  st.writer = std::make_unique<StreamWriter>();
+  st.writer = std::make_unique<StreamWriter>(st.cfg.write_timeout);
   st.http = std::move(http);
-  st.thread = std::thread([&st] { st.http->listen_after_bind(); });
+  st.thread = std::thread([&st] {
+    pthread_setname_np(pthread_self(), "tessera-http");  // the connection threads it starts inherit it
+    st.http->listen_after_bind();
+  });
   return port;
 }
 

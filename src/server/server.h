@@ -2,6 +2,7 @@
 // model is loaded (GET /health answers 503 until set_model), and never runs model code: each
 // request is prepared on its HTTP thread and handed to the AsyncEngine.
 #pragma once
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,10 +17,11 @@ struct ServerConfig {
   int port = 8080;      // 0: any free port
   std::string api_key;  // empty: no auth
   std::string served_model_name;
-  size_t max_body_bytes = 16u << 20;  // larger bodies: 413
-  int max_queue = 512;                // sequences waiting beyond the running seats: 429 past it
-  int http_threads = 0;               // 0: enough for every running and waiting sequence
-  bool log_requests = true;           // one line per finished request on stderr
+  size_t max_body_bytes = 16u << 20;      // larger bodies: 413
+  int max_queue = 512;                    // sequences waiting beyond the running seats: 429 past it
+  int http_threads = 0;                   // 0: enough for every running and waiting sequence
+  std::chrono::seconds write_timeout{5};  // a client that takes nothing for this long is dropped
+  bool log_requests = true;               // one line per finished request on stderr
 };
 
 // What the server needs to know about the loaded model.
