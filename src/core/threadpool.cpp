@@ -39,6 +39,7 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
     fn(0);
     return;
   }
+  std::lock_guard caller(call_mu_);  // one job at a time: engines on several threads share the pool
   {
     std::lock_guard lock(mu_);
     job_ = &fn;

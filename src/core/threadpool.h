@@ -34,6 +34,7 @@ class ThreadPool {
 
   int num_threads_;
   std::vector<std::thread> workers_;
+  std::mutex call_mu_;  // held by the thread whose job the workers run
   std::mutex mu_;
   std::condition_variable wake_;
   const std::function<void(int)>* job_ = nullptr;

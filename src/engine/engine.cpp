@@ -5,6 +5,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/threadpool.h"
 
 namespace tessera {
 
@@ -98,12 +99,24 @@ std::vector<TokenOutput> Engine::step() {
     b.seq->num_computed_tokens += b.num_new_tokens;
     blocks_.register_full_blocks(*b.seq);
   }
-  for (size_t r = 0; r < logits.seq_index.size(); ++r) {
+  // Rows sample independently (each sequence has its own rng), so they share the process's
+  // pool: with a 128k vocabulary one row of nucleus sampling costs milliseconds.
+  const size_t rows = logits.seq_index.size();
+  std::vector<SampleResult> results(rows);
+  if (argmax_only) {
+    for (size_t r = 0; r < rows; ++r) results[r].token = logits.argmax[r];
+  } else {
+    ThreadPool::global().parallel_for(int64_t(rows), 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        Sequence& s = *batch[logits.seq_index[r]].seq;
+        results[r] = sample(logits.logits.data() + r * size_t(logits.vocab), logits.vocab, s.params, s.tokens,
+                            s.num_prompt_tokens, s.rng);
+      }
+    });
+  }
+  for (size_t r = 0; r < rows; ++r) {
     Sequence& s = *batch[logits.seq_index[r]].seq;
-    SampleResult res;
-    if (argmax_only) res.token = logits.argmax[r];
-    else res = sample(logits.logits.data() + r * size_t(logits.vocab), logits.vocab, s.params, s.tokens,
-                      s.num_prompt_tokens, s.rng);
+    SampleResult& res = results[r];
     s.tokens.push_back(res.token);
     FinishReason reason = FinishReason::None;
     if (std::count(s.stop_token_ids.begin(), s.stop_token_ids.end(), res.token)) reason = FinishReason::Stop;
