@@ -27,7 +27,8 @@ struct Row {
 
 Row run_batch(Engine& engine, int vocab, int batch, int prompt_len, int gen, const SamplingParams& params,
               const std::string& label) {
-  std::mt19937 rng{uint32_t(batch)};
+  static uint32_t runs = 0;  // new prompts every run: no prefix-cache hits between runs
+  std::mt19937 rng{++runs};
   std::vector<int64_t> ids;
   for (int s = 0; s < batch; ++s) {
     Request r;
