@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <chrono>
 #include <cstdio>
 
 #include "core/error.h"
@@ -134,6 +135,7 @@ int Server::start() {
   st.thread = std::thread([&st] {
     pthread_setname_np(pthread_self(), "tessera-http");  // the connection threads it starts inherit it
     st.http->listen_after_bind();
+    st.listening_ended = true;
   });
   return port;
 }
@@ -141,7 +143,13 @@ int Server::start() {
 void Server::stop() {
   State& st = *state_;
   if (st.writer) st.writer->stop();  // releases the connections blocked in streaming responses
-  if (st.http) st.http->stop();
+  // httplib's stop() does nothing before its listen loop has begun (a model that fails to load
+  // at once stops the server that early): repeat it until the loop has ended.
+  if (st.http && st.thread.joinable())
+    while (!st.listening_ended) {
+      st.http->stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   if (st.thread.joinable()) st.thread.join();
 }
 

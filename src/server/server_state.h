@@ -23,6 +23,7 @@ struct Server::State {
   std::unique_ptr<StreamWriter> writer;  // writes every streaming response
   std::unique_ptr<httplib::Server> http;
   std::thread thread;
+  std::atomic<bool> listening_ended{false};  // listen_after_bind has returned
 };
 
 // POST /v1/chat/completions and /v1/completions (completions.cpp).

@@ -3,6 +3,8 @@
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
+#include <chrono>
+#include <future>
 #include <thread>
 
 #include "model_testutil.h"
@@ -13,6 +15,20 @@ using namespace tessera;
 using nlohmann::json;
 
 namespace {
+
+// A model that fails to load stops the server right after start(), possibly before its listen
+// loop has begun; stop() must still return.
+TEST(ServerHttp, StopRightAfterStartReturns) {
+  for (int i = 0; i < 200; ++i) {
+    server::ServerConfig sc;
+    sc.port = 0;
+    sc.log_requests = false;
+    server::Server srv(sc);
+    srv.start();
+    auto stopped = std::async(std::launch::async, [&] { srv.stop(); });
+    ASSERT_EQ(stopped.wait_for(std::chrono::seconds(10)), std::future_status::ready) << "round " << i;
+  }
+}
 
 TEST(ServerHttp, HealthIs503UntilTheModelIsSetThen200) {
   server::ServerConfig sc;
