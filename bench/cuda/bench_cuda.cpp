@@ -261,11 +261,15 @@ void op_breakdown(Backend& be, Model& M, int seqs, int new_tokens, int context) 
               (long long)T);
   std::printf("  %-26s %10s %10s %10s\n", "op", "us", "GB/s", "TFLOP/s");
   double layer_us = 0;
-  auto lin = [&](const char* name, const Tensor& in_x, const Tensor& w, Tensor out, bool per_layer = true) {
-    double s = op_seconds(be, reps, [&] { be.linear(in_x, w, none, out); });
-    double bytes = double(w.nbytes()), flops = 2.0 * double(w.numel()) * double(in_x.numel() / w.dim(1));
+  // A product of `in_x` with weights of `bytes` (one matrix or a group), timed by `run`.
+  auto product = [&](const char* name, const Tensor& in_x, double bytes, auto&& run, bool per_layer = true) {
+    double s = op_seconds(be, reps, run);
+    double flops = bytes * double(in_x.numel() / in_x.dim(-1));  // 2 flops per bf16 weight and token
     std::printf("  %-26s %10.1f %10.0f %10.1f\n", name, s * 1e6, bytes / s / 1e9, flops / s / 1e12);
     if (per_layer) layer_us += s * 1e6;
+  };
+  auto lin = [&](const char* name, const Tensor& in_x, const Tensor& w, Tensor out, bool per_layer = true) {
+    product(name, in_x, double(w.nbytes()), [&] { be.linear(in_x, w, none, out); }, per_layer);
   };
   auto op = [&](const char* name, auto&& f) {
     double s = op_seconds(be, reps, f);
@@ -273,13 +277,8 @@ void op_breakdown(Backend& be, Model& M, int seqs, int new_tokens, int context) 
     layer_us += s * 1e6;
   };
   Tensor q2 = q.reshape({T, nq * Dh}), k2 = k.reshape({T, nkv * Dh}), v2 = v.reshape({T, nkv * Dh});
-  {
-    double s = op_seconds(be, reps, [&] { be.linear_group(h, {{L.q, none, q2}, {L.k, none, k2}, {L.v, none, v2}}); });
-    double bytes = double(L.q.nbytes() + L.k.nbytes() + L.v.nbytes());
-    std::printf("  %-26s %10.1f %10.0f %10.1f\n", "linear qkv 6144x4096", s * 1e6, bytes / s / 1e9,
-                bytes * T / s / 1e12);
-    layer_us += s * 1e6;
-  }
+  product("linear qkv 6144x4096", h, double(L.q.nbytes() + L.k.nbytes() + L.v.nbytes()),
+          [&] { be.linear_group(h, {{L.q, none, q2}, {L.k, none, k2}, {L.v, none, v2}}); });
   RopeParams rope{M.inv_freq, 1.0f, int(Dh)};
   op("rope q", [&] { be.rope(q, in.meta.positions, rope); });
   op("rope k", [&] { be.rope(k, in.meta.positions, rope); });
@@ -296,13 +295,8 @@ void op_breakdown(Backend& be, Model& M, int seqs, int new_tokens, int context) 
   }
   lin("linear o 4096x4096", attn.reshape({T, nq * Dh}), L.o, h);
   op("add_rms_norm", [&] { be.add_rms_norm(x, h, L.post_norm, 1e-5f, 0.0f, h); });
-  {
-    double s = op_seconds(be, reps, [&] { be.linear_group(h, {{L.gate, none, big2}, {L.up, none, big}}); });
-    double bytes = double(L.gate.nbytes() + L.up.nbytes());
-    std::printf("  %-26s %10.1f %10.0f %10.1f\n", "linear gate+up 28672x4096", s * 1e6, bytes / s / 1e9,
-                bytes * T / s / 1e12);
-    layer_us += s * 1e6;
-  }
+  product("linear gate+up 28672x4096", h, double(L.gate.nbytes() + L.up.nbytes()),
+          [&] { be.linear_group(h, {{L.gate, none, big2}, {L.up, none, big}}); });
   op("silu_mul", [&] { be.silu_mul(big, big2, big2); });
   lin("linear down 4096x14336", big, L.down, h);
   op("add_rms_norm", [&] { be.add_rms_norm(x, h, L.in_norm, 1e-5f, 0.0f, h); });

@@ -19,20 +19,6 @@ namespace {
 
 constexpr int kWarps = 4, kMaxGroup = 8, kMaxDh = 256, kVBatch = 8;
 
-__device__ __forceinline__ void load8(const float* p, float* f) {
-  float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p + 4));
-  f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
-}
-__device__ __forceinline__ void load8(const __nv_bfloat16* p, float* f) {
-  uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 v = __bfloat1622float2(h[i]);
-    f[2 * i] = v.x, f[2 * i + 1] = v.y;
-  }
-}
-
 // kDpl: head dims per lane (Dh / 32); L: lanes per key.
 template <class KV, int kDpl, int L>
 __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, float* partial) {

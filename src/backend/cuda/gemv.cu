@@ -13,23 +13,6 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 
-__device__ __forceinline__ void unpack8(const uint4& raw, const __nv_bfloat16*, float* f) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 v = __bfloat1622float2(h[i]);
-    f[2 * i] = v.x, f[2 * i + 1] = v.y;
-  }
-}
-__device__ __forceinline__ void unpack8(const uint4& raw, const __half*, float* f) {
-  const __half2* h = reinterpret_cast<const __half2*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 v = __half22float2(h[i]);
-    f[2 * i] = v.x, f[2 * i + 1] = v.y;
-  }
-}
-
 template <class W, int kTokens>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(const float* __restrict__ x, StackedParts g,
                                                                    int64_t K) {
@@ -52,9 +35,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(const float* 
   for (int t = 0; t < kTokens; ++t) acc[t] = 0.0f;
 #pragma unroll 4
   for (int64_t k = lane * 8; k < K; k += 256) {
-    uint4 raw = __ldg(reinterpret_cast<const uint4*>(wr + k));
     float wf[8];
-    unpack8(raw, wr, wf);
+    load8(wr + k, wf);
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) {
       const float4* xp = reinterpret_cast<const float4*>(x + t * K + k);
