@@ -185,10 +185,12 @@ void step(Backend& be, Model& M, int seqs, int new_tokens, int context) {
   const int64_t T = in.T, H = m.hidden, Dh = m.head_dim, nq = m.heads, nkv = m.kv_heads;
   RopeParams rope{M.inv_freq, 1.0f, int(Dh)};
 
-  Tensor x = be.empty(DType::F32, {T, H}), h = be.empty(DType::F32, {T, H});
+  const DType act = be.linear_input_dtype(DType::BF16, T);
+  Tensor x = be.empty(DType::F32, {T, H}), h = be.empty(act, {T, H}), d = be.empty(DType::F32, {T, H});
+  Tensor normed = be.empty(DType::F32, {T, H});
   Tensor q = be.empty(DType::F32, {T, nq, Dh}), k = be.empty(DType::F32, {T, nkv, Dh});
   Tensor v = be.empty(DType::F32, {T, nkv, Dh}), attn = be.empty(DType::F32, {T, nq, Dh});
-  Tensor gate = be.empty(DType::F32, {T, m.intermediate}), up = be.empty(DType::F32, {T, m.intermediate});
+  Tensor gate = be.empty(act, {T, m.intermediate}), up = be.empty(act, {T, m.intermediate});
   Tensor q2 = q.reshape({T, nq * Dh}), k2 = k.reshape({T, nkv * Dh}), v2 = v.reshape({T, nkv * Dh});
   Tensor attn2 = attn.reshape({T, nq * Dh});
   const Tensor none;
@@ -202,15 +204,16 @@ void step(Backend& be, Model& M, int seqs, int new_tokens, int context) {
     be.store_kv(k, v, in.slots, M.k_cache[size_t(l)], M.v_cache[size_t(l)]);
     be.attention(q, M.k_cache[size_t(l)], M.v_cache[size_t(l)], in.meta, {1.0f / std::sqrt(float(Dh)), 0, 0.0f},
                  attn);
-    be.linear(attn2, L.o, none, h);
-    be.add_rms_norm(x, h, L.post_norm, 1e-5f, 0.0f, h);
+    be.linear(attn2, L.o, none, d);
+    be.add_rms_norm(x, d, L.post_norm, 1e-5f, 0.0f, h);
     be.linear_group(h, {{L.gate, none, gate}, {L.up, none, up}});
     be.silu_mul(gate, up, gate);
-    be.linear(gate, L.down, none, h);
-    be.add_rms_norm(x, h, l + 1 < m.layers ? M.layers[size_t(l) + 1].in_norm : M.norm, 1e-5f, 0.0f, h);
+    be.linear(gate, L.down, none, d);
+    const bool last_layer = l + 1 == m.layers;
+    be.add_rms_norm(x, d, last_layer ? M.norm : M.layers[size_t(l) + 1].in_norm, 1e-5f, 0.0f, last_layer ? normed : h);
   }
   Tensor last = be.empty(DType::F32, {seqs, H});
-  be.gather_rows(h, in.logits_rows, last);
+  be.gather_rows(normed, in.logits_rows, last);
   Tensor logits = be.empty(DType::F32, {seqs, m.vocab});
   be.linear(last, M.lm_head, none, logits);
   if (!M.logits_host.defined() || M.logits_host.numel() < logits.numel())
@@ -218,13 +221,15 @@ void step(Backend& be, Model& M, int seqs, int new_tokens, int context) {
   be.download(logits, M.logits_host.raw());
 }
 
-// Device f32 activations of small random values.
-Tensor random_activations(Backend& be, Shape shape) {
-  Tensor h = Tensor::empty(DType::F32, std::move(shape));
+// Device activations (f32 or bf16) of small random values.
+Tensor random_activations(Backend& be, Shape shape, DType dt = DType::F32) {
+  Tensor h = Tensor::empty(dt, std::move(shape));
   uint64_t s = 0x2545F4914F6CDD1Dull;
   for (int64_t i = 0; i < h.numel(); ++i) {
     s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    h.data<float>()[i] = float(s >> 40) / float(1 << 24) - 0.5f;
+    float v = float(s >> 40) / float(1 << 24) - 0.5f;
+    if (dt == DType::BF16) h.data<uint16_t>()[i] = f32_to_bf16(v);
+    else h.data<float>()[i] = v;
   }
   return be.upload(h);
 }
@@ -249,10 +254,12 @@ void op_breakdown(Backend& be, Model& M, int seqs, int new_tokens, int context) 
   const Shape8B& m = M.m;
   StepInputs in = step_inputs(be, M, seqs, new_tokens, context);
   const int64_t T = in.T, H = m.hidden, Dh = m.head_dim, nq = m.heads, nkv = m.kv_heads, I = m.intermediate;
-  Tensor x = random_activations(be, {T, H}), h = be.empty(DType::F32, {T, H});
+  const DType act = be.linear_input_dtype(DType::BF16, T);
+  Tensor x = random_activations(be, {T, H}), h = random_activations(be, {T, H}, act);
+  Tensor d = random_activations(be, {T, H});
   Tensor q = random_activations(be, {T, nq, Dh}), k = random_activations(be, {T, nkv, Dh});
   Tensor v = random_activations(be, {T, nkv, Dh}), attn = be.empty(DType::F32, {T, nq, Dh});
-  Tensor big = random_activations(be, {T, I}), big2 = be.empty(DType::F32, {T, I});
+  Tensor big = random_activations(be, {T, I}, act), big2 = be.empty(act, {T, I});
   Tensor logits = be.empty(DType::F32, {seqs, m.vocab}), last = random_activations(be, {seqs, H});
   Layer& L = M.layers[0];
   const Tensor none;
@@ -293,13 +300,13 @@ void op_breakdown(Backend& be, Model& M, int seqs, int new_tokens, int context) 
     std::printf("  %-26s %10.1f %10.0f %10.1f\n", "attention", s * 1e6, kv_bytes / s / 1e9, flops / s / 1e12);
     layer_us += s * 1e6;
   }
-  lin("linear o 4096x4096", attn.reshape({T, nq * Dh}), L.o, h);
-  op("add_rms_norm", [&] { be.add_rms_norm(x, h, L.post_norm, 1e-5f, 0.0f, h); });
+  lin("linear o 4096x4096", attn.reshape({T, nq * Dh}), L.o, d);
+  op("add_rms_norm", [&] { be.add_rms_norm(x, d, L.post_norm, 1e-5f, 0.0f, h); });
   product("linear gate+up 28672x4096", h, double(L.gate.nbytes() + L.up.nbytes()),
           [&] { be.linear_group(h, {{L.gate, none, big2}, {L.up, none, big}}); });
   op("silu_mul", [&] { be.silu_mul(big, big2, big2); });
-  lin("linear down 4096x14336", big, L.down, h);
-  op("add_rms_norm", [&] { be.add_rms_norm(x, h, L.in_norm, 1e-5f, 0.0f, h); });
+  lin("linear down 4096x14336", big, L.down, d);
+  op("add_rms_norm", [&] { be.add_rms_norm(x, d, L.in_norm, 1e-5f, 0.0f, h); });
   lin("lm_head 128256x4096", last, M.lm_head, logits, false);
   std::printf("  %-26s %10.1f  (x %d layers = %.2f ms)\n", "one layer, sum", layer_us, m.layers,
               layer_us * m.layers / 1e3);

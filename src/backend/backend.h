@@ -1,6 +1,10 @@
 // The op set every model is written in, and the interface each backend (cpu/, cuda/) implements.
 // Models never see SIMD or CUDA: they allocate activations with empty() and call these ops.
-// Activations are f32 on the CPU; weights may be f32, f16 or bf16 (converted inside the op).
+// Weights may be f32, f16 or bf16 (converted inside the op). Activations are f32, except where a
+// backend's products are faster on 16-bit inputs (linear_input_dtype()): then the tensors that
+// only feed linear() (norm outputs, the MLP's gate/up and its silu_mul) may be in the weights'
+// 16-bit dtype, and the ops that read or write them (rms_norm's and add_rms_norm's out, linear's
+// x and out, silu_mul) take f32, bf16 or f16, computing in f32 and rounding once on output.
 // Every op writes into a caller-provided `out` of the documented shape.
 #pragma once
 #include <initializer_list>
@@ -74,6 +78,10 @@ class Backend {
   virtual Tensor host_empty(DType dtype, Shape shape) { return Tensor::empty(dtype, std::move(shape)); }
   // Device memory now; what this backend has allocated and cached counts as used.
   virtual MemoryInfo memory_info() = 0;
+  // The dtype in which linear() best takes its input (and writes an output that only feeds
+  // another product) for `tokens` rows and weights of `weight_dtype`: f32, or that 16-bit dtype
+  // where the backend would round the input to it anyway (a GPU's tensor-core products).
+  virtual DType linear_input_dtype(DType /*weight_dtype*/, int64_t /*tokens*/) const { return DType::F32; }
 
   // out[T, D] = table[ids[t], :] (as f32)
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;

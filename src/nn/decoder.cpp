@@ -85,16 +85,21 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
   const int64_t nq = opts_.num_heads, nkv = opts_.num_kv_heads, I = opts_.intermediate_size;
   const RopeParams& rope = rope_.params(fb.max_position);
 
-  // x: [T, H] residual stream; h: normed input of a sublayer
-  Tensor x = be_.empty(DType::F32, {T, H}), h = be_.empty(DType::F32, {T, H});
+  // Tensors that only feed products (h, gate, up) in the backend's preferred input dtype.
+  const DType act = layers_.empty() ? DType::F32 : be_.linear_input_dtype(layers_[0].down_proj.weight.dtype(), T);
+  // x: [T, H] residual stream (f32); h: normed input of a sublayer; d: a sublayer's output
+  Tensor x = be_.empty(DType::F32, {T, H}), h = be_.empty(act, {T, H});
+  Tensor d = act == DType::F32 ? h : be_.empty(DType::F32, {T, H});
   Tensor q = be_.empty(DType::F32, {T, nq, Dh}), k = be_.empty(DType::F32, {T, nkv, Dh});
   Tensor v = be_.empty(DType::F32, {T, nkv, Dh}), attn = be_.empty(DType::F32, {T, nq, Dh});
-  Tensor gate = be_.empty(DType::F32, {T, I}), up = be_.empty(DType::F32, {T, I});
+  Tensor gate = be_.empty(act, {T, I}), up = be_.empty(act, {T, I});
   Tensor q2 = q.reshape({T, nq * Dh}), k2 = k.reshape({T, nkv * Dh}), v2 = v.reshape({T, nkv * Dh});
   Tensor attn2 = attn.reshape({T, nq * Dh});
 
   // Each sublayer's residual add is fused with the norm that follows it (the next sublayer's,
   // or the final norm after the last layer).
+  // The final norm's output feeds the LM head's few rows: f32 (see linear_input_dtype).
+  Tensor normed = act == DType::F32 ? h : be_.empty(DType::F32, {T, H});
   be_.embedding(embed_tokens, fb.token_ids, x);
   be_.rms_norm(x, layers_.empty() ? norm : layers_[0].input_layernorm, opts_.rms_norm_eps, 0.0f, h);
   for (int l = 0; l < opts_.num_layers; ++l) {
@@ -111,17 +116,17 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
     be_.store_kv(k, v, fb.slot_mapping, cache.k[l], cache.v[l]);
     AttentionParams ap{1.0f / std::sqrt(float(Dh)), opts_.sliding_window[l], 0.0f};
     be_.attention(q, cache.k[l], cache.v[l], fb.attn, ap, attn);
-    linear(attn2, L.o_proj, h);
-    be_.add_rms_norm(x, h, L.post_attention_layernorm, opts_.rms_norm_eps, 0.0f, h);
+    linear(attn2, L.o_proj, d);
+    be_.add_rms_norm(x, d, L.post_attention_layernorm, opts_.rms_norm_eps, 0.0f, h);
 
     be_.linear_group(h, {{L.gate_proj.weight, L.gate_proj.bias, gate}, {L.up_proj.weight, L.up_proj.bias, up}});
     be_.silu_mul(gate, up, gate);
-    linear(gate, L.down_proj, h);
-    const Tensor& next_norm = l + 1 < opts_.num_layers ? layers_[l + 1].input_layernorm : norm;
-    be_.add_rms_norm(x, h, next_norm, opts_.rms_norm_eps, 0.0f, h);
+    linear(gate, L.down_proj, d);
+    const bool last = l + 1 == opts_.num_layers;
+    be_.add_rms_norm(x, d, last ? norm : layers_[l + 1].input_layernorm, opts_.rms_norm_eps, 0.0f, last ? normed : h);
   }
   Tensor rows = be_.empty(DType::F32, {fb.num_logits, H});
-  be_.gather_rows(h, fb.logits_rows, rows);
+  be_.gather_rows(normed, fb.logits_rows, rows);
   Tensor logits = be_.empty(DType::F32, {fb.num_logits, opts_.vocab_size});
   be_.linear(rows, lm_head, Tensor(), logits);
   return logits;

@@ -25,6 +25,13 @@ constexpr double kPointwise = 1e-12;
 //   leaves a factor of ~7 on that, and a one-bit error in a 16-bit weight conversion (2^-8 relative)
 //   or an element summed twice or missed still lands far above it.
 constexpr double kReduction = 1e-10;
+// - any of the above with a 16-bit output (activations a backend keeps in the weights' format):
+//   both sides round once, so they differ only where the f32 results straddle a rounding
+//   boundary, by one unit (bf16: 2^-8 to 2^-7 relative, f16: 2^-11 to 2^-10). bf16: NMSE ~ 1.5e-5
+//   x the fraction that straddles (~ 4e-6 / 2^-8 = 1e-3), about 1.5e-8; f16: ~ 2.4e-7 x 1e-2,
+//   about 3e-9. Rounding by truncation instead of to nearest moves half of all elements by a
+//   unit (bf16 NMSE > 2e-6, f16 > 1e-7), and fails.
+double rounded16(DType out) { return out == DType::BF16 ? 1e-6 : 3e-8; }
 
 using Outputs = std::vector<std::vector<float>>;
 
@@ -64,10 +71,14 @@ Tensor upload(Backend& be, const Tensor& host) {
   return be.upload(Tensor::view(p, host.dtype(), host.shape(), buf));
 }
 
-// An f32 output on `be` filled with NaN, so that any element the op fails to write is caught.
-Tensor poisoned(Backend& be, Shape shape) {
-  Tensor h = Tensor::empty(DType::F32, std::move(shape));
-  std::fill(h.data<float>(), h.data<float>() + h.numel(), std::numeric_limits<float>::quiet_NaN());
+// An output on `be` filled with NaN, so that any element the op fails to write is caught.
+Tensor poisoned(Backend& be, Shape shape, DType dt = DType::F32) {
+  Tensor h = Tensor::empty(dt, std::move(shape));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    if (dt == DType::F32) h.data<float>()[i] = nan;
+    else h.data<uint16_t>()[i] = dt == DType::BF16 ? f32_to_bf16(nan) : f32_to_f16(nan);
+  }
   return be.upload(h);
 }
 
@@ -91,18 +102,21 @@ std::string dname(DType dt) { return std::string(dtype_name(dt)); }
 
 // ---- cases, one builder per op ----
 
-OpCase linear_case(DType dt, int T, int K, int N, bool bias, uint64_t seed) {
+// x_dt, out_dt: f32, or the weights' 16-bit dtype (activations kept in it, see backend.h).
+OpCase linear_case(DType dt, int T, int K, int N, bool bias, uint64_t seed, DType x_dt = DType::F32,
+                   DType out_dt = DType::F32) {
   Rng rng(seed);
-  Tensor x = random_tensor(DType::F32, {T, K}, rng);
+  Tensor x = random_tensor(x_dt, {T, K}, rng);
   Tensor w = random_tensor(dt, {N, K}, rng, 1.0f / std::sqrt(float(K)));
   Tensor b = bias ? random_tensor(dt, {N}, rng) : Tensor();
   std::string name = "linear " + dname(dt) + " T=" + std::to_string(T) + " K=" + std::to_string(K) +
-                     " N=" + std::to_string(N) + (bias ? " bias" : "");
-  return {name, "linear", dt, kReduction, [=](Backend& be) {
+                     " N=" + std::to_string(N) + (bias ? " bias" : "") +
+                     (x_dt != DType::F32 ? " x " + dname(x_dt) : "") + (out_dt != DType::F32 ? " out " + dname(out_dt) : "");
+  return {name, "linear", dt, out_dt == DType::F32 ? kReduction : rounded16(out_dt), [=](Backend& be) {
             Tensor xd = upload(be, x), wd = upload(be, w), bd = bias ? upload(be, b) : Tensor();
-            Tensor out = poisoned(be, {T, N});
+            Tensor out = poisoned(be, {T, N}, out_dt);
             be.linear(xd, wd, bd, out);
-            return Outputs{download(be, out)};
+            return Outputs{widened(be, out)};
           }};
 }
 
@@ -158,16 +172,33 @@ OpCase attention_case(const AttnShape& s, DType cache, uint64_t seed) {
           }};
 }
 
-OpCase rms_norm_case(DType dt, int T, int D, float offset, uint64_t seed) {
+OpCase rms_norm_case(DType dt, int T, int D, float offset, uint64_t seed, DType out_dt = DType::F32) {
   Rng rng(seed);
   Tensor x = random_tensor(DType::F32, {T, D}, rng, 3);
   Tensor w = random_tensor(dt, {D}, rng, 0.2f, offset > 0 ? 0.0f : 1.0f);
   std::string name = "rms_norm " + dname(dt) + " T=" + std::to_string(T) + " D=" + std::to_string(D) +
-                     " offset=" + std::to_string(int(offset));
-  return {name, "rms_norm", dt, kReduction, [=](Backend& be) {
-            Tensor out = poisoned(be, {T, D});
+                     " offset=" + std::to_string(int(offset)) + (out_dt != DType::F32 ? " out " + dname(out_dt) : "");
+  return {name, "rms_norm", dt, out_dt == DType::F32 ? kReduction : rounded16(out_dt), [=](Backend& be) {
+            Tensor out = poisoned(be, {T, D}, out_dt);
             be.rms_norm(upload(be, x), upload(be, w), 1e-6f, offset, out);
-            return Outputs{download(be, out)};
+            return Outputs{widened(be, out)};
+          }};
+}
+
+// The residual add and the next norm; out may be the delta (in place) or 16-bit.
+OpCase add_rms_norm_case(DType dt, int T, int D, float offset, bool out_is_delta, uint64_t seed,
+                         DType out_dt = DType::F32) {
+  Rng rng(seed);
+  Tensor x = random_tensor(DType::F32, {T, D}, rng, 2), delta = random_tensor(DType::F32, {T, D}, rng);
+  Tensor w = random_tensor(dt, {D}, rng, 0.2f, offset > 0 ? 0.0f : 1.0f);
+  std::string name = "add_rms_norm " + dname(dt) + " T=" + std::to_string(T) + " D=" + std::to_string(D) +
+                     " offset=" + std::to_string(int(offset)) + (out_is_delta ? " out=delta" : "") +
+                     (out_dt != DType::F32 ? " out " + dname(out_dt) : "");
+  return {name, "add_rms_norm", dt, out_dt == DType::F32 ? kReduction : rounded16(out_dt), [=](Backend& be) {
+            Tensor xd = upload(be, x), dd = upload(be, delta);
+            Tensor out = out_is_delta ? dd : poisoned(be, {T, D}, out_dt);
+            be.add_rms_norm(xd, dd, upload(be, w), 1e-6f, offset, out);
+            return Outputs{widened(be, out), download(be, xd)};
           }};
 }
 
@@ -234,16 +265,31 @@ OpCase embedding_case(DType dt, int V, int D, int T, uint64_t seed) {
           }};
 }
 
-OpCase silu_mul_case(int T, int F, uint64_t seed) {
+// in_dt: gate's and up's dtype; out_dt: out's. in_place writes into gate.
+OpCase silu_mul_case(int T, int F, uint64_t seed, DType in_dt = DType::F32, DType out_dt = DType::F32,
+                     bool in_place = false) {
   Rng rng(seed);
-  Tensor gate = random_tensor(DType::F32, {T, F}, rng, 4), up = random_tensor(DType::F32, {T, F}, rng);
-  // Saturating gates: exp(-g) overflows or underflows.
+  Tensor gate = random_tensor(DType::F32, {T, F}, rng, 4);
+  // Saturating gates: exp(-g) overflows or underflows (kept within f16's range).
   for (int64_t i = 0; i < gate.numel(); i += 97) gate.data<float>()[i] = (i % 2 ? 1 : -1) * (20.0f + float(i % 150));
-  std::string name = "silu_mul T=" + std::to_string(T) + " F=" + std::to_string(F);
-  return {name, "silu_mul", DType::F32, kPointwise, [=](Backend& be) {
-            Tensor out = poisoned(be, {T, F});
-            be.silu_mul(upload(be, gate), upload(be, up), out);
-            return Outputs{download(be, out)};
+  if (in_dt != DType::F32) {
+    Tensor g16 = Tensor::empty(in_dt, {T, F});
+    for (int64_t i = 0; i < g16.numel(); ++i) {
+      float v = gate.data<float>()[i];
+      g16.data<uint16_t>()[i] = in_dt == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
+    }
+    gate = g16;
+  }
+  Tensor up = random_tensor(in_dt, {T, F}, rng);
+  const DType o_dt = in_place ? in_dt : out_dt;
+  std::string name = "silu_mul T=" + std::to_string(T) + " F=" + std::to_string(F) +
+                     (in_dt != DType::F32 ? " in " + dname(in_dt) : "") +
+                     (o_dt != DType::F32 ? " out " + dname(o_dt) : "") + (in_place ? " in place" : "");
+  return {name, "silu_mul", DType::F32, o_dt == DType::F32 ? kPointwise : rounded16(o_dt), [=](Backend& be) {
+            Tensor gd = upload(be, gate);
+            Tensor out = in_place ? gd : poisoned(be, {T, F}, o_dt);
+            be.silu_mul(gd, upload(be, up), out);
+            return Outputs{widened(be, out)};
           }};
 }
 
@@ -311,6 +357,13 @@ std::vector<OpCase> op_cases(const std::string& op) {
     for (DType dt : kFloatTypes)
       for (const S& s : shapes)
         for (bool bias : {false, true}) cases.push_back(linear_case(dt, s.T, s.K, s.N, bias, seed++));
+    // 16-bit activations: input and output (q/k/v, gate/up), input only (down), output only.
+    for (DType dt : {DType::BF16, DType::F16})
+      for (const S& s : {S{1, 64, 32}, S{3, 256, 255}, S{9, 100, 70}, S{64, 256, 200}, S{130, 129, 257}}) {
+        cases.push_back(linear_case(dt, s.T, s.K, s.N, s.T % 2 == 1, seed++, dt, dt));
+        cases.push_back(linear_case(dt, s.T, s.K, s.N, false, seed++, dt, DType::F32));
+        cases.push_back(linear_case(dt, s.T, s.K, s.N, true, seed++, DType::F32, dt));
+      }
   } else if (op == "attention") {
     std::vector<AttnShape> shapes = {
         {{1}, {1}, 8, 4, 8, 16},                          // first token; stories260K-sized heads
@@ -337,6 +390,14 @@ std::vector<OpCase> op_cases(const std::string& op) {
       for (int D : {8, 67, 2048, 3000})
         for (int T : {1, 9})
           for (float offset : {0.0f, 1.0f}) cases.push_back(rms_norm_case(dt, T, D, offset, seed++));
+    for (DType out : {DType::BF16, DType::F16})
+      for (int D : {67, 4096}) cases.push_back(rms_norm_case(out, 9, D, 0.0f, seed++, out));
+  } else if (op == "add_rms_norm") {
+    for (DType dt : kFloatTypes)
+      for (auto [T, D] : {std::pair{1, 4096}, {33, 1000}, {7, 64}})
+        for (bool out_is_delta : {false, true}) cases.push_back(add_rms_norm_case(dt, T, D, T == 33 ? 1.0f : 0.0f, out_is_delta, seed++));
+    for (DType out : {DType::BF16, DType::F16})
+      for (int D : {67, 4096}) cases.push_back(add_rms_norm_case(out, 9, D, 0.0f, false, seed++, out));
   } else if (op == "rope") {
     cases.push_back(rope_case(1, 32, 64, 64, 1.0f, 200, seed++));
     cases.push_back(rope_case(7, 8, 128, 128, 1.0f, 131000, seed++));
@@ -358,6 +419,13 @@ std::vector<OpCase> op_cases(const std::string& op) {
     }
   } else if (op == "silu_mul") {
     for (auto [T, F] : {std::pair{1, 8}, {1, 67}, {3, 8192}, {17, 1000}}) cases.push_back(silu_mul_case(T, F, seed++));
+    // 16-bit activations; F = 8192 takes the 8-wide path, 67 and 1003 the scalar one.
+    for (DType dt : {DType::BF16, DType::F16})
+      for (auto [T, F] : {std::pair{3, 8192}, {1, 67}, {5, 1003}}) {
+        cases.push_back(silu_mul_case(T, F, seed++, dt, dt));
+        cases.push_back(silu_mul_case(T, F, seed++, dt, dt, true));
+        cases.push_back(silu_mul_case(T, F, seed++, DType::F32, dt));
+      }
   } else if (op == "add") {
     for (auto [T, D] : {std::pair{1, 7}, {1, 2048}, {9, 1003}})
       for (bool in_place : {false, true}) cases.push_back(add_case(T, D, in_place, seed++));
@@ -374,8 +442,9 @@ std::vector<OpCase> op_cases(const std::string& op) {
 }
 
 const std::vector<std::string>& op_names() {
-  static const std::vector<std::string> names = {"embedding", "rms_norm", "linear",   "rope",  "store_kv",
-                                                 "attention", "silu_mul", "add", "gather_rows", "argmax_rows"};
+  static const std::vector<std::string> names = {"embedding", "rms_norm",    "add_rms_norm", "linear",
+                                                 "rope",      "store_kv",    "attention",    "silu_mul",
+                                                 "add",       "gather_rows", "argmax_rows"};
   return names;
 }
 

@@ -13,6 +13,22 @@
 namespace tessera {
 namespace {
 
+// 16-bit activations (see backend.h): the CPU computes in f32, so a 16-bit input is widened to
+// an f32 copy and a 16-bit output is computed in f32 and rounded once.
+Tensor widened(const Tensor& t) {
+  if (t.dtype() == DType::F32) return t;
+  Tensor f = Tensor::empty(DType::F32, t.shape());
+  cpu::ref::to_f32(t, 0, t.numel(), f.data<float>());
+  return f;
+}
+template <class F>
+void into(Tensor& out, F&& op) {
+  if (out.dtype() == DType::F32) return op(out);
+  Tensor f = Tensor::empty(DType::F32, out.shape());
+  op(f);
+  cpu::ref::from_f32(f.data<float>(), f.numel(), out, 0);
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const CpuOptions& opts) : reference_(opts.reference) {
@@ -51,12 +67,17 @@ class CpuBackend final : public Backend {
     else cpu::fast::embedding(*pool_, table, ids, out);
   }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, float offset, Tensor& out) override {
-    if (reference_) cpu::ref::rms_norm(x, w, eps, offset, out);
-    else cpu::fast::rms_norm(*pool_, x, w, eps, offset, out);
+    into(out, [&](Tensor& o) {
+      if (reference_) cpu::ref::rms_norm(x, w, eps, offset, o);
+      else cpu::fast::rms_norm(*pool_, x, w, eps, offset, o);
+    });
   }
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) override {
-    if (reference_) cpu::ref::linear(x, w, bias, out);
-    else cpu::fast::linear(*pool_, x, w, bias, out);
+    const Tensor xf = widened(x);
+    into(out, [&](Tensor& o) {
+      if (reference_) cpu::ref::linear(xf, w, bias, o);
+      else cpu::fast::linear(*pool_, xf, w, bias, o);
+    });
   }
   void rope(Tensor& x, const Tensor& positions, const RopeParams& p) override {
     if (reference_) cpu::ref::rope(x, positions, p);
@@ -72,8 +93,11 @@ class CpuBackend final : public Backend {
     else cpu::fast::attention(*pool_, q, kc, vc, m, p, out);
   }
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
-    if (reference_) cpu::ref::silu_mul(gate, up, out);
-    else cpu::fast::silu_mul(*pool_, gate, up, out);
+    const Tensor gf = widened(gate), uf = widened(up);
+    into(out, [&](Tensor& o) {
+      if (reference_) cpu::ref::silu_mul(gf, uf, o);
+      else cpu::fast::silu_mul(*pool_, gf, uf, o);
+    });
   }
   void add(const Tensor& a, const Tensor& b, Tensor& out) override {
     if (reference_) cpu::ref::add(a, b, out);

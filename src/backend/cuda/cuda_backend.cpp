@@ -27,6 +27,12 @@ void require_f32(const Tensor& t, const char* op, const char* what) {
   TESSERA_CHECK(t.dtype() == DType::F32, std::string(op) + ": " + what + " must be f32, got " +
                                               std::string(dtype_name(t.dtype())));
 }
+// f32, bf16 or f16: an activation that may be kept in a 16-bit weight's format (backend.h).
+void require_float(const Tensor& t, const char* op, const char* what) {
+  require_device(t, op, what);
+  TESSERA_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::BF16 || t.dtype() == DType::F16,
+                std::string(op) + ": " + what + " must be f32, bf16 or f16, got " + std::string(dtype_name(t.dtype())));
+}
 void require_i32(const Tensor& t, const char* op, const char* what) {
   require_device(t, op, what);
   TESSERA_CHECK(t.dtype() == DType::I32, std::string(op) + ": " + what + " must be i32");
@@ -154,6 +160,13 @@ class CudaBackend final : public Backend {
     return out;
   }
 
+  // Beyond the GEMV's few tokens every product rounds its input to the weights' 16 bits, so
+  // inputs kept in that format save the conversion and half the activation traffic.
+  DType linear_input_dtype(DType weight_dtype, int64_t tokens) const override {
+    const bool half = weight_dtype == DType::BF16 || weight_dtype == DType::F16;
+    return half && tokens > cuda::kGemvMaxTokens ? weight_dtype : DType::F32;
+  }
+
   MemoryInfo memory_info() override {
     size_t free = 0, total = 0;
     TESSERA_CUDA_CHECK(cudaMemGetInfo(&free, &total));
@@ -184,22 +197,26 @@ class CudaBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& w, float eps, float offset, Tensor& out) override {
     require_f32(x, "rms_norm", "x");
     require_device(w, "rms_norm", "weight");
-    require_f32(out, "rms_norm", "out");
+    require_float(out, "rms_norm", "out");
     int64_t D = x.dim(-1);
     TESSERA_CHECK(w.numel() == D, "rms_norm: weight of " + std::to_string(w.numel()) + " for rows of " +
                                       std::to_string(D));
-    cuda::rms_norm(ptr(x), w.raw(), w.dtype(), eps, offset, x.numel() / D, D, ptr(out), stream_);
+    cuda::rms_norm(ptr(x), w.raw(), w.dtype(), eps, offset, x.numel() / D, D, out.raw(), out.dtype(), stream_);
   }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) override {
     linear_group(x, {{w, bias, out}});
   }
 
+  // x and the outputs are f32 or the weights' dtype (one dtype for all outputs of a group).
   void linear_group(const Tensor& x, std::initializer_list<LinearPart> parts) override {
-    require_f32(x, "linear", "input");
     TESSERA_CHECK(parts.size() > 0, "linear: an empty group");
     const int64_t K = x.dim(-1), T = x.numel() / K;
-    const DType dt = parts.begin()->weight.dtype();
+    const DType dt = parts.begin()->weight.dtype(), out_dt = parts.begin()->out.dtype();
+    require_device(x, "linear", "input");
+    TESSERA_CHECK(x.dtype() == DType::F32 || x.dtype() == dt, "linear: input of " +
+                                                                  std::string(dtype_name(x.dtype())) + " for " +
+                                                                  std::string(dtype_name(dt)) + " weights");
     cuda::StackedParts g;
     bool stacked = parts.size() > 1;  // the parts are consecutive rows of one matrix
     const char* next_row = nullptr;
@@ -209,38 +226,46 @@ class CudaBackend final : public Backend {
       if (next_row) stacked = stacked && p.weight.raw() == next_row;
       next_row = static_cast<const char*>(p.weight.raw()) + p.weight.nbytes();
       require_device(p.weight, "linear", "weight");
-      require_f32(p.out, "linear", "out");
+      require_device(p.out, "linear", "out");
+      TESSERA_CHECK(p.out.dtype() == out_dt && (out_dt == DType::F32 || out_dt == dt),
+                    "linear: output of " + std::string(dtype_name(p.out.dtype())) + " for " +
+                        std::string(dtype_name(dt)) + " weights");
       TESSERA_CHECK(p.weight.dim(1) == K, "linear: weight " + shape_str(p.weight.shape()) + " vs input " +
                                               shape_str(x.shape()));
       TESSERA_CHECK(p.weight.dtype() == dt, "linear: the weights of a group differ in dtype");
       if (g.count < cuda::StackedParts::kMaxParts) {
-        g.w[g.count] = p.weight.raw(), g.out[g.count] = ptr(p.out);
+        g.w[g.count] = p.weight.raw(), g.out[g.count] = p.out.raw();
         g.rows_end[g.count] = (g.count ? g.rows_end[g.count - 1] : 0) + p.weight.dim(0);
       }
       ++g.count;
     }
+    const bool gemv = x.dtype() == DType::F32 && out_dt == DType::F32 && cuda::gemv(ptr(x), g, dt, T, K, stream_);
     if (dt == DType::F32) {
-      for (const LinearPart& p : parts) gemm_->run(x.raw(), p.weight.raw(), DType::F32, ptr(p.out), T, p.weight.dim(0), K);
-    } else if (!cuda::gemv(ptr(x), g, dt, T, K, stream_)) {
-      // 16-bit weights beyond the GEMV's few tokens: the activations go to the weight's format
+      for (const LinearPart& p : parts) gemm_->run(x.raw(), p.weight.raw(), dt, p.out.raw(), out_dt, T, p.weight.dim(0), K);
+    } else if (!gemv) {
+      // 16-bit weights beyond the GEMV's few tokens: f32 activations go to the weight's format
       // once for the group, accumulation stays f32.
-      Tensor x16 = empty(dt, {T, K});
-      cuda::convert_f32(ptr(x), T * K, x16.raw(), dt, stream_);
+      Tensor x16 = x;
+      if (x.dtype() == DType::F32) {
+        x16 = empty(dt, {T, K});
+        cuda::convert_f32(ptr(x), T * K, x16.raw(), dt, stream_);
+      }
       if (stacked && narrowest < kNarrowRows && g.count <= cuda::StackedParts::kMaxParts && T <= kStackedMaxTokens) {
         // Decode batches: one product over the stacked matrix fills the GPU better than the
         // narrow parts' own (k/v); its columns are then scattered to the parts.
         const int64_t N = g.rows_end[g.count - 1];
-        Tensor all = empty(DType::F32, {T, N});
-        gemm_->run(x16.raw(), g.w[0], dt, ptr(all), T, N, K);
-        cuda::split_columns(ptr(all), T, g, stream_);
+        Tensor all = empty(out_dt, {T, N});
+        gemm_->run(x16.raw(), g.w[0], dt, all.raw(), out_dt, T, N, K);
+        cuda::split_columns(all.raw(), out_dt, T, g, stream_);
       } else {
-        for (const LinearPart& p : parts) gemm_->run(x16.raw(), p.weight.raw(), dt, ptr(p.out), T, p.weight.dim(0), K);
+        for (const LinearPart& p : parts)
+          gemm_->run(x16.raw(), p.weight.raw(), dt, p.out.raw(), out_dt, T, p.weight.dim(0), K);
       }
     }
     for (const LinearPart& p : parts)
       if (p.bias.defined()) {
         require_device(p.bias, "linear", "bias");
-        cuda::add_bias(ptr(p.out), p.bias.raw(), p.bias.dtype(), T, p.weight.dim(0), stream_);
+        cuda::add_bias(p.out.raw(), out_dt, p.bias.raw(), p.bias.dtype(), T, p.weight.dim(0), stream_);
       }
   }
 
@@ -305,10 +330,14 @@ class CudaBackend final : public Backend {
   }
 
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
-    require_f32(gate, "silu_mul", "gate");
-    require_f32(up, "silu_mul", "up");
-    require_f32(out, "silu_mul", "out");
-    cuda::silu_mul(ptr(gate), ptr(up), ptr(out), gate.numel(), stream_);
+    require_float(gate, "silu_mul", "gate");
+    require_float(up, "silu_mul", "up");
+    require_float(out, "silu_mul", "out");
+    TESSERA_CHECK(gate.dtype() == up.dtype() && up.numel() == gate.numel() && out.numel() == gate.numel(),
+                  "silu_mul: gate " + shape_str(gate.shape()) + " " + std::string(dtype_name(gate.dtype())) + ", up " +
+                      shape_str(up.shape()) + " " + std::string(dtype_name(up.dtype())) + ", out " +
+                      shape_str(out.shape()));
+    cuda::silu_mul(gate.raw(), up.raw(), gate.dtype(), out.raw(), out.dtype(), gate.numel(), stream_);
   }
 
   void add(const Tensor& a, const Tensor& b, Tensor& out) override {
@@ -322,12 +351,13 @@ class CudaBackend final : public Backend {
     require_f32(x, "add_rms_norm", "x");
     require_f32(delta, "add_rms_norm", "delta");
     require_device(w, "add_rms_norm", "weight");
-    require_f32(out, "add_rms_norm", "out");
+    require_float(out, "add_rms_norm", "out");
     const int64_t D = x.dim(-1);
     TESSERA_CHECK(w.numel() == D && delta.numel() == x.numel() && out.numel() == x.numel(),
                   "add_rms_norm: shapes " + shape_str(x.shape()) + ", " + shape_str(delta.shape()) + ", weight " +
                       shape_str(w.shape()));
-    cuda::add_rms_norm(ptr(x), ptr(delta), w.raw(), w.dtype(), eps, offset, x.numel() / D, D, ptr(out), stream_);
+    cuda::add_rms_norm(ptr(x), ptr(delta), w.raw(), w.dtype(), eps, offset, x.numel() / D, D, out.raw(), out.dtype(),
+                       stream_);
   }
 
   void argmax_rows(const Tensor& x, Tensor& out) override {

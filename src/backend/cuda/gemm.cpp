@@ -43,10 +43,10 @@ Gemm::~Gemm() {
 }
 
 // Column-major view: out (N × T, ld N) = W (stored K × N, ld K)ᵀ · X (K × T, ld K).
-const Gemm::Plan& Gemm::plan(const Key& key, const void* a, const void* w, float* out) {
+const Gemm::Plan& Gemm::plan(const Key& key, const void* a, const void* w, void* out) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
-  auto [dt, T, N, K, align_a, align_w, align_out] = key;
+  auto [dt, out_dt, T, N, K, align_a, align_w, align_out] = key;
   cudaDataType_t in = cuda_type(DType(dt));
   Plan p;
   TESSERA_CUDA_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -55,7 +55,7 @@ const Gemm::Plan& Gemm::plan(const Key& key, const void* a, const void* w, float
   TESSERA_CUDA_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   TESSERA_CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.a, in, uint64_t(K), uint64_t(N), K));
   TESSERA_CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.b, in, uint64_t(K), uint64_t(T), K));
-  TESSERA_CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, uint64_t(N), uint64_t(T), N));
+  TESSERA_CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.c, cuda_type(DType(out_dt)), uint64_t(N), uint64_t(T), N));
 
   cublasLtMatmulPreference_t pref;
   TESSERA_CUDA_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -105,9 +105,13 @@ const Gemm::Plan& Gemm::plan(const Key& key, const void* a, const void* w, float
   return plans_.emplace(key, p).first->second;
 }
 
-void Gemm::run(const void* a, const void* w, DType dtype, float* out, int64_t T, int64_t N, int64_t K) {
+void Gemm::run(const void* a, const void* w, DType dtype, void* out, DType out_dtype, int64_t T, int64_t N,
+               int64_t K) {
   if (T == 0 || N == 0) return;
-  const Plan& p = plan({int(dtype), T, N, K, alignment(a), alignment(w), alignment(out)}, a, w, out);
+  TESSERA_CHECK(out_dtype == DType::F32 || out_dtype == dtype,
+                "linear: output of " + std::string(dtype_name(out_dtype)) + " for " + std::string(dtype_name(dtype)) +
+                    " operands");
+  const Plan& p = plan({int(dtype), int(out_dtype), T, N, K, alignment(a), alignment(w), alignment(out)}, a, w, out);
   const float one = 1.0f, zero = 0.0f;
   TESSERA_CUDA_CHECK(cublasLtMatmul(handle_, p.desc, &one, w, p.a, a, p.b, &zero, out, p.c, out, p.c, &p.algo,
                                     workspace_, workspace_bytes_, stream_));

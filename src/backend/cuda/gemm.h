@@ -1,5 +1,5 @@
-// Matrix products through cuBLASLt: out[T, N] (f32) = a[T, K] · w[N, K]ᵀ, with a and w of one
-// dtype (f32, bf16 or f16), accumulating in f32. f32 runs as true f32 (no TF32), so that f32
+// Matrix products through cuBLASLt: out[T, N] = a[T, K] · w[N, K]ᵀ, with a and w of one dtype
+// (f32, bf16 or f16), accumulating in f32; out is f32 or (for 16-bit operands) of their dtype. f32 runs as true f32 (no TF32), so that f32
 // models give what the CPU gives. One plan (layouts + algorithm) is kept per shape; for the
 // 16-bit products of up to kTunedTokens tokens (decode batches, which repeat every step) the
 // algorithm is the fastest of cuBLASLt's candidates, timed on the first call.
@@ -21,7 +21,7 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  void run(const void* a, const void* w, DType dtype, float* out, int64_t T, int64_t N, int64_t K);
+  void run(const void* a, const void* w, DType dtype, void* out, DType out_dtype, int64_t T, int64_t N, int64_t K);
 
  private:
   struct Plan {
@@ -29,10 +29,10 @@ class Gemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  // dtype, T, N, K, alignment of the three pointers (cuBLASLt picks kernels by alignment)
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int, int>;
+  // dtype, out dtype, T, N, K, alignment of the three pointers (cuBLASLt picks kernels by alignment)
+  using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int, int, int>;
   // The operands of the first call, for timing the candidates.
-  const Plan& plan(const Key& key, const void* a, const void* w, float* out);
+  const Plan& plan(const Key& key, const void* a, const void* w, void* out);
   static constexpr int64_t kTunedTokens = 512;
   static constexpr int kCandidates = 8;
 

@@ -21,12 +21,12 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(const float* 
   // The part this row belongs to, with constant indices only (a computed index into the
   // parameter array would copy it to local memory).
   const void* w = g.w[0];
-  float* out = g.out[0];
+  float* out = static_cast<float*>(g.out[0]);
   int64_t first = 0, N = g.rows_end[0];
 #pragma unroll
   for (int p = 1; p < StackedParts::kMaxParts; ++p)
     if (p < g.count && n >= g.rows_end[p - 1])
-      w = g.w[p], out = g.out[p], first = g.rows_end[p - 1], N = g.rows_end[p] - first;
+      w = g.w[p], out = static_cast<float*>(g.out[p]), first = g.rows_end[p - 1], N = g.rows_end[p] - first;
   n -= first;
   if (n >= N) return;  // past the last part
   const W* wr = static_cast<const W*>(w) + n * K;

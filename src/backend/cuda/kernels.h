@@ -12,18 +12,19 @@ namespace tessera::cuda {
 // Out-of-range ids give rows of NaN (the engine validates ids before they get here).
 void embedding(const void* table, DType dtype, const int32_t* ids, int64_t T, int64_t D, int64_t V, float* out,
                cudaStream_t s);
-// out may alias x.
+// out (f32, bf16 or f16) may alias x.
 void rms_norm(const float* x, const void* w, DType w_dtype, float eps, float offset, int64_t rows, int64_t D,
-              float* out, cudaStream_t s);
-// x += delta, then out = rms_norm(x); out may alias delta.
+              void* out, DType out_dtype, cudaStream_t s);
+// x += delta, then out = rms_norm(x); out (f32, bf16 or f16) may alias delta.
 void add_rms_norm(float* x, const float* delta, const void* w, DType w_dtype, float eps, float offset, int64_t rows,
-                  int64_t D, float* out, cudaStream_t s);
+                  int64_t D, void* out, DType out_dtype, cudaStream_t s);
 void rope(float* x, const int32_t* positions, const float* inv_freq, float scaling, int64_t T, int64_t H,
           int64_t Dh, int rotary_dim, cudaStream_t s);
 // Rows with a slot outside [0, num_slots) are skipped.
 void store_kv(const float* k, const float* v, const int32_t* slots, int64_t T, int64_t row, int64_t num_slots,
               void* k_cache, void* v_cache, DType cache_dtype, cudaStream_t s);
-void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t s);
+// gate and up of one dtype, out of any (each f32, bf16 or f16); out may alias either.
+void silu_mul(const void* gate, const void* up, DType in_dtype, void* out, DType out_dtype, int64_t n, cudaStream_t s);
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
 // out[r] = the first column of row r's maximum, x [R, N].
 void argmax_rows(const float* x, int64_t R, int64_t N, int32_t* out, cudaStream_t s);
@@ -32,11 +33,11 @@ void gather_rows(const float* x, const int32_t* rows, int64_t R, int64_t D, int6
                  cudaStream_t s);
 // Products of one input with several matrices (q/k/v, gate/up), numbered by rows one after
 // another: part p has rows_end[p] - rows_end[p - 1] rows of weights at w[p] and its output
-// [T, its rows] at out[p].
+// [T, its rows] at out[p] (f32 for gemv(); the dtype of split_columns' x for it).
 struct StackedParts {
   static constexpr int kMaxParts = 4;
   const void* w[kMaxParts];
-  float* out[kMaxParts];
+  void* out[kMaxParts];
   int64_t rows_end[kMaxParts];
   int count = 0;
 };
@@ -46,13 +47,13 @@ struct StackedParts {
 // dtypes, more tokens, K not a multiple of 8, or pointers not 16-byte aligned.
 constexpr int kGemvMaxTokens = 2;
 bool gemv(const float* x, const StackedParts& g, DType dtype, int64_t T, int64_t K, cudaStream_t s);
-// Scatters the columns of x [T, rows_end[count - 1]] (one product of the stacked matrices) to
-// each part's out.
-void split_columns(const float* x, int64_t T, const StackedParts& parts, cudaStream_t s);
+// Scatters the columns of x [T, rows_end[count - 1]] (one product of the stacked matrices; f32,
+// bf16 or f16) to each part's out, of the same dtype.
+void split_columns(const void* x, DType dtype, int64_t T, const StackedParts& parts, cudaStream_t s);
 // f32 → bf16 / f16 (round to nearest even), for the activation side of 16-bit matrix products.
 void convert_f32(const float* x, int64_t n, void* out, DType dtype, cudaStream_t s);
-// out[T, N] += bias[N]
-void add_bias(float* out, const void* bias, DType dtype, int64_t T, int64_t N, cudaStream_t s);
+// out[T, N] += bias[N] (out f32, bf16 or f16)
+void add_bias(void* out, DType out_dtype, const void* bias, DType dtype, int64_t T, int64_t N, cudaStream_t s);
 
 struct AttentionArgs {
   const float* q;  // [T, H, Dh]
