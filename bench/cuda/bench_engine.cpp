@@ -20,9 +20,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Row {
-  int batch;
+  int batch = 0;
   std::string sampling;
-  double prefill_tok_s, decode_tok_s, step_ms;
+  double prefill_tok_s = 0, decode_tok_s = 0, step_ms = 0;
+  // Per decode step, ms: the runner's input building + uploads, its launches, the wait for the
+  // results; scheduling; sampling; the rest of the step.
+  double prepare_ms = 0, enqueue_ms = 0, readback_ms = 0, schedule_ms = 0, sample_ms = 0, other_ms = 0;
+  double median_ms = 0, max_ms = 0;  // of the decode steps
 };
 
 Row run_batch(Engine& engine, int vocab, int batch, int prompt_len, int gen, const SamplingParams& params,
@@ -43,16 +47,35 @@ Row run_batch(Engine& engine, int vocab, int batch, int prompt_len, int gen, con
   int first_tokens = 0, decode_tokens = 0, decode_steps = 0;
   while (first_tokens < batch) first_tokens += int(engine.step().size());
   auto t1 = Clock::now();
+  const Engine::StepTimes before = engine.step_times();
+  std::vector<double> step_s;
   while (engine.has_work()) {
+    auto ts = Clock::now();
     decode_tokens += int(engine.step().size());
+    step_s.push_back(std::chrono::duration<double>(Clock::now() - ts).count());
     ++decode_steps;
   }
   auto t2 = Clock::now();
+  const Engine::StepTimes after = engine.step_times();
   for (int64_t id : ids) engine.release(id);
   double prefill_s = std::chrono::duration<double>(t1 - t0).count();
   double decode_s = std::chrono::duration<double>(t2 - t1).count();
-  return {batch, label, double(batch) * prompt_len / prefill_s, decode_tokens / decode_s,
-          decode_steps ? decode_s * 1e3 / decode_steps : 0.0};
+  const double per = decode_steps ? 1e3 / decode_steps : 0.0;
+  Row r;
+  r.batch = batch, r.sampling = label;
+  r.prefill_tok_s = double(batch) * prompt_len / prefill_s, r.decode_tok_s = decode_tokens / decode_s;
+  r.step_ms = decode_s * per;
+  r.prepare_ms = (after.run.prepare - before.run.prepare) * per;
+  r.enqueue_ms = (after.run.enqueue - before.run.enqueue) * per;
+  r.readback_ms = (after.run.readback - before.run.readback) * per;
+  r.schedule_ms = (after.schedule - before.schedule) * per;
+  r.sample_ms = (after.sample - before.sample) * per;
+  r.other_ms = r.step_ms - r.prepare_ms - r.enqueue_ms - r.readback_ms - r.schedule_ms - r.sample_ms;
+  if (!step_s.empty()) {
+    std::sort(step_s.begin(), step_s.end());
+    r.median_ms = step_s[step_s.size() / 2] * 1e3, r.max_ms = step_s.back() * 1e3;
+  }
+  return r;
 }
 
 int run(int argc, char** argv) {
@@ -99,6 +122,14 @@ int run(int argc, char** argv) {
   for (const Row& r : rows)
     std::printf("%-6d %-18s %14.0f %14.1f %12.2f\n", r.batch, r.sampling.c_str(), r.prefill_tok_s, r.decode_tok_s,
                 r.step_ms);
+  std::printf("\nwhere a decode step's time goes, ms: inputs built and uploaded, forward launched, waiting "
+              "for the results, scheduling, sampling, the rest\n");
+  std::printf("%-6s %-18s %9s %9s %9s %9s %9s %9s %9s %9s\n", "batch", "sampling", "prepare", "launch", "wait",
+              "schedule", "sample", "rest", "median", "slowest");
+  for (const Row& r : rows)
+    std::printf("%-6d %-18s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n", r.batch, r.sampling.c_str(),
+                r.prepare_ms, r.enqueue_ms, r.readback_ms, r.schedule_ms, r.sample_ms, r.other_ms, r.median_ms,
+                r.max_ms);
   return 0;
 }
 

@@ -66,11 +66,23 @@ class Engine {
   const Scheduler& scheduler() const { return scheduler_; }
   int max_model_len() const { return max_model_len_; }
   const KvCacheSpec& kv_spec() const { return kv_spec_; }
+  // Where the steps' time went so far: the runner's phases, plus scheduling and sampling.
+  struct StepTimes {
+    RunTimes run;
+    double schedule = 0, sample = 0;  // seconds, summed; sample includes registering full blocks
+    int64_t steps = 0;
+  };
+  StepTimes step_times() const {
+    StepTimes t = times_;
+    t.run = runner_.times();
+    return t;
+  }
   // Tokens, GiB and dtype of the KV cache, and how its size was chosen when it was profiled.
   std::string kv_cache_summary() const;
 
  private:
   void finish(Sequence& s, FinishReason reason);
+  void warm_up();
 
   Model& model_;
   EngineConfig cfg_;
@@ -81,6 +93,7 @@ class Engine {
   BlockManager blocks_;
   Scheduler scheduler_;
   ModelRunner runner_;
+  StepTimes times_;
   std::unordered_map<int64_t, std::unique_ptr<Sequence>> seqs_;
   int64_t next_id_ = 1;
 };

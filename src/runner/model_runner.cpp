@@ -1,9 +1,22 @@
 #include "runner/model_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace tessera {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Adds the seconds since `t` to `sum` and restarts `t`.
+void lap(Clock::time_point& t, double& sum) {
+  auto now = Clock::now();
+  sum += std::chrono::duration<double>(now - t).count();
+  t = now;
+}
+
+}  // namespace
 
 Tensor ModelRunner::upload_i32(const std::vector<int32_t>& v, Shape shape) {
   Tensor host = Tensor::empty(DType::I32, std::move(shape));
@@ -12,6 +25,7 @@ Tensor ModelRunner::upload_i32(const std::vector<int32_t>& v, Shape shape) {
 }
 
 StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_rows, bool argmax_only) {
+  auto t = Clock::now();
   const int bs = cache_.block_size;
   std::vector<int32_t> ids, positions, slots, starts{0}, context_lens, rows;
   StepLogits out;
@@ -57,6 +71,7 @@ StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_row
   fb.attn.max_query_len = max_query;
   fb.attn.max_context_len = max_context;
 
+  lap(t, times_.prepare);
   Tensor logits = model_.forward(fb, cache_);
   out.vocab = model_.vocab_size();
   if (argmax_only) {
@@ -64,14 +79,18 @@ StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_row
     if (fb.num_logits > 0) {
       Tensor ids = be_.empty(DType::I32, {fb.num_logits});
       be_.argmax_rows(logits, ids);
+      lap(t, times_.enqueue);
       be_.download(ids, out.argmax.data());
     }
+    lap(t, times_.readback);
     return out;
   }
+  lap(t, times_.enqueue);
   const int64_t n = int64_t(fb.num_logits) * out.vocab;
   if (!logits_host_.defined() || logits_host_.numel() < n) logits_host_ = be_.host_empty(DType::F32, {n});
   if (n > 0) be_.download(logits, logits_host_.raw());
   out.logits = {logits_host_.data<float>(), size_t(n)};
+  lap(t, times_.readback);
   return out;
 }
 

@@ -18,6 +18,13 @@ struct StepLogits {
   int vocab = 0;
 };
 
+// Where a run's wall time went, in seconds (host clock).
+struct RunTimes {
+  double prepare = 0;   // building the step's inputs on the host and uploading them
+  double enqueue = 0;   // the forward's ops handed to the backend (a GPU's launches)
+  double readback = 0;  // from the last launch until the logits or ids are on the host
+};
+
 class ModelRunner {
  public:
   ModelRunner(Model& model, Backend& be, KvCache& cache) : model_(model), be_(be), cache_(cache) {}
@@ -25,6 +32,8 @@ class ModelRunner {
   // argmax_only: every row samples greedily; the backend takes the argmax and only the ids come
   // back (on a GPU, 4 bytes a row instead of the vocabulary's logits).
   StepLogits run(const std::vector<ScheduledSeq>& batch, bool all_rows = false, bool argmax_only = false);
+  // Sums over every run so far.
+  const RunTimes& times() const { return times_; }
 
  private:
   Tensor upload_i32(const std::vector<int32_t>& v, Shape shape);
@@ -33,6 +42,7 @@ class ModelRunner {
   Backend& be_;
   KvCache& cache_;
   Tensor logits_host_;  // reused across steps: page-locked on a GPU, grown as needed
+  RunTimes times_;
 };
 
 }  // namespace tessera

@@ -320,7 +320,10 @@ class CudaBackend final : public Backend {
     bool decode = cuda::decode_attention_applies(a, m.max_query_len);
     int q_tiles = decode ? 0 : cuda::flash_attention_tiles(a, m.max_query_len, smem_optin_);
     int64_t blocks = q_tiles > 0 ? int64_t(m.num_seqs) * q_tiles * a.Hkv : a.T * a.Hkv;
-    int splits = attention_splits(blocks, m.max_context_len, decode ? 64 : 128);
+    // Decode: up to 8 blocks per SM; small grids split into ranges of 64 keys, grids that fill
+    // the GPU only long contexts (at 512 keys the merge costs more than the split gains).
+    int splits = decode ? attention_splits(blocks, m.max_context_len, blocks < 2 * sm_count_ ? 64 : 512, 8)
+                        : attention_splits(blocks, m.max_context_len, 128, 2);
     Tensor partial;
     if (splits > 1) partial = empty(DType::F32, {a.T * a.H * splits * (a.Dh + 2)});
     float* part = splits > 1 ? ptr(partial) : nullptr;
@@ -386,11 +389,11 @@ class CudaBackend final : public Backend {
       staging_.copy(dst, host.raw(), host.nbytes(), stream_);
   }
 
-  // Splits the keys of each query into ranges of at least min_keys when too few (token, kv head)
-  // blocks would fill the GPU and the contexts are long enough to share (decode).
-  int attention_splits(int64_t blocks, int max_context_len, int min_keys) const {
-    if (blocks >= 2 * sm_count_ || max_context_len < 2 * min_keys) return 1;
-    int64_t want = (2 * sm_count_ + blocks - 1) / blocks;
+  // Splits the keys of each query into ranges of at least min_keys when fewer than target
+  // (token, kv head) blocks per SM would run and the contexts are long enough to share.
+  int attention_splits(int64_t blocks, int max_context_len, int min_keys, int target) const {
+    if (blocks >= target * sm_count_ || max_context_len < 2 * min_keys) return 1;
+    int64_t want = (target * sm_count_ + blocks - 1) / blocks;
     return int(std::clamp<int64_t>(std::min<int64_t>(want, max_context_len / min_keys), 1, 32));
   }
 

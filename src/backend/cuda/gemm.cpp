@@ -76,7 +76,17 @@ const Gemm::Plan& Gemm::plan(const Key& key, const void* a, const void* w, void*
     throw Error("cuBLASLt: no algorithm for linear " + std::string(dtype_name(DType(dt))) + " T=" +
                 std::to_string(T) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
   p.algo = results[0].algo;
-  if (found > 1) {
+  Key bucket = key;
+  std::get<2>(bucket) = int64_t(1) << int(std::ceil(std::log2(double(T))));
+  auto known = tune ? tuned_.find(bucket) : tuned_.end();
+  if (known != tuned_.end()) {
+    // The bucket's timed choice, where it supports this shape.
+    cublasLtMatmulHeuristicResult_t check{};
+    if (cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.c, p.c, &known->second, &check) ==
+            CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= workspace_bytes_)
+      p.algo = known->second;
+  } else if (found > 1) {
     // Time each candidate (3 runs after a warm-up) on this call's operands; out is rewritten
     // by the real product afterwards.
     cudaEvent_t start, stop;
@@ -101,6 +111,7 @@ const Gemm::Plan& Gemm::plan(const Key& key, const void* a, const void* w, void*
     }
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
+    tuned_.emplace(bucket, p.algo);
   }
   return plans_.emplace(key, p).first->second;
 }

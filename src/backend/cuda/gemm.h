@@ -2,7 +2,9 @@
 // (f32, bf16 or f16), accumulating in f32; out is f32 or (for 16-bit operands) of their dtype. f32 runs as true f32 (no TF32), so that f32
 // models give what the CPU gives. One plan (layouts + algorithm) is kept per shape; for the
 // 16-bit products of up to kTunedTokens tokens (decode batches, which repeat every step) the
-// algorithm is the fastest of cuBLASLt's candidates, timed on the first call.
+// algorithm is the fastest of cuBLASLt's candidates, timed on the first call of each
+// power-of-two bucket of token counts and reused for the bucket's other counts (a server's
+// batch size changes every few steps; timing each new one would stall it for milliseconds).
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -41,6 +43,7 @@ class Gemm {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = size_t(32) << 20;
   std::map<Key, Plan> plans_;
+  std::map<Key, cublasLtMatmulAlgo_t> tuned_;  // by the key with T rounded up to a power of two
 };
 
 }  // namespace tessera::cuda
