@@ -199,9 +199,7 @@ void step(Backend& be, Model& M, int seqs, int new_tokens, int context) {
   for (int l = 0; l < m.layers; ++l) {
     Layer& L = M.layers[size_t(l)];
     be.linear_group(h, {{L.q, none, q2}, {L.k, none, k2}, {L.v, none, v2}});
-    be.rope(q, in.meta.positions, rope);
-    be.rope(k, in.meta.positions, rope);
-    be.store_kv(k, v, in.slots, M.k_cache[size_t(l)], M.v_cache[size_t(l)]);
+    be.rope_store_kv(q, k, v, in.meta.positions, rope, in.slots, M.k_cache[size_t(l)], M.v_cache[size_t(l)]);
     be.attention(q, M.k_cache[size_t(l)], M.v_cache[size_t(l)], in.meta, {1.0f / std::sqrt(float(Dh)), 0, 0.0f},
                  attn);
     be.linear(attn2, L.o, none, d);
@@ -287,9 +285,7 @@ void op_breakdown(Backend& be, Model& M, int seqs, int new_tokens, int context) 
   product("linear qkv 6144x4096", h, double(L.q.nbytes() + L.k.nbytes() + L.v.nbytes()),
           [&] { be.linear_group(h, {{L.q, none, q2}, {L.k, none, k2}, {L.v, none, v2}}); });
   RopeParams rope{M.inv_freq, 1.0f, int(Dh)};
-  op("rope q", [&] { be.rope(q, in.meta.positions, rope); });
-  op("rope k", [&] { be.rope(k, in.meta.positions, rope); });
-  op("store_kv", [&] { be.store_kv(k, v, in.slots, M.k_cache[0], M.v_cache[0]); });
+  op("rope q, k + store_kv", [&] { be.rope_store_kv(q, k, v, in.meta.positions, rope, in.slots, M.k_cache[0], M.v_cache[0]); });
   double kv_bytes = double(seqs) * context * m.kv_bytes_per_token() / m.layers;
   {
     double s = op_seconds(be, reps, [&] {

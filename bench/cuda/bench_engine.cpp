@@ -42,10 +42,14 @@ Row run_batch(Engine& engine, int vocab, int batch, int prompt_len, int gen, con
     r.seed = uint64_t(s);
     ids.push_back(engine.add_request(std::move(r)));
   }
-  // Prefill: until every sequence has its first token; decode: the remaining steps.
+  // Prefill: until every sequence has its first token (the prompts go in chunks of the step's
+  // token budget, beside the decodes of the sequences already started); decode: the rest.
+  auto all_started = [&] {
+    return std::all_of(ids.begin(), ids.end(), [&](int64_t id) { return engine.sequence(id)->num_generated() > 0; });
+  };
   auto t0 = Clock::now();
-  int first_tokens = 0, decode_tokens = 0, decode_steps = 0;
-  while (first_tokens < batch) first_tokens += int(engine.step().size());
+  int decode_tokens = 0, decode_steps = 0;
+  while (!all_started()) engine.step();
   auto t1 = Clock::now();
   const Engine::StepTimes before = engine.step_times();
   std::vector<double> step_s;

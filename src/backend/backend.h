@@ -100,6 +100,14 @@ class Backend {
   // [num_blocks * block_size, Hkv, Dh].
   virtual void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache,
                         Tensor& v_cache) = 0;
+  // rope(q), rope(k), then store_kv(k, v): a layer's new tokens into the cache in one pass. The
+  // default runs the three ops.
+  virtual void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeParams& p,
+                             const Tensor& slots, Tensor& k_cache, Tensor& v_cache) {
+    rope(q, positions, p);
+    rope(k, positions, p);
+    store_kv(k, v, slots, k_cache, v_cache);
+  }
   // Causal attention of q [T, H, Dh] over each sequence's paged cache; out [T, H, Dh].
   // H must be a multiple of the cache's Hkv (grouped-query attention).
   virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,

@@ -111,9 +111,7 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
       be_.rms_norm(q, L.q_norm, opts_.rms_norm_eps, 0.0f, q);
       be_.rms_norm(k, L.k_norm, opts_.rms_norm_eps, 0.0f, k);
     }
-    be_.rope(q, fb.attn.positions, rope);
-    be_.rope(k, fb.attn.positions, rope);
-    be_.store_kv(k, v, fb.slot_mapping, cache.k[l], cache.v[l]);
+    be_.rope_store_kv(q, k, v, fb.attn.positions, rope, fb.slot_mapping, cache.k[l], cache.v[l]);
     AttentionParams ap{1.0f / std::sqrt(float(Dh)), opts_.sliding_window[l], 0.0f};
     be_.attention(q, cache.k[l], cache.v[l], fb.attn, ap, attn);
     linear(attn2, L.o_proj, d);

@@ -249,6 +249,32 @@ OpCase store_kv_case(DType cache, int T, int Hkv, int Dh, int rows, uint64_t see
           }};
 }
 
+// rope of q and k, then k and v into shuffled cache rows (partial rotary included); the caches
+// start random, so a row left unwritten differs from the reference.
+OpCase rope_store_kv_case(DType cache, int T, int H, int Hkv, int Dh, int rotary_dim, uint64_t seed) {
+  Rng rng(seed);
+  const int rows = T + 9;
+  Tensor q = random_tensor(DType::F32, {T, H, Dh}, rng), k = random_tensor(DType::F32, {T, Hkv, Dh}, rng);
+  Tensor v = random_tensor(DType::F32, {T, Hkv, Dh}, rng);
+  Tensor kc = random_tensor(cache, {rows, Hkv, Dh}, rng), vc = random_tensor(cache, {rows, Hkv, Dh}, rng);
+  std::vector<int32_t> pos(T), slots(rows);
+  for (auto& p : pos) p = rng.uniform(0, 9000);
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), rng.gen);
+  slots.resize(T);
+  Tensor t_pos = i32_tensor(pos), t_slots = i32_tensor(slots);
+  Tensor inv_freq = Tensor::empty(DType::F32, {rotary_dim / 2});
+  for (int i = 0; i < rotary_dim / 2; ++i) inv_freq.data<float>()[i] = std::pow(500000.0f, -2.0f * i / rotary_dim);
+  std::string name = "rope_store_kv " + dname(cache) + " T=" + std::to_string(T) + " H=" + std::to_string(H) +
+                     " Hkv=" + std::to_string(Hkv) + " Dh=" + std::to_string(Dh) + " rotary=" + std::to_string(rotary_dim);
+  return {name, "rope_store_kv", cache, cache == DType::F32 ? kPointwise : rounded16(cache), [=](Backend& be) {
+            Tensor qd = upload(be, q), kd = upload(be, k), kcd = upload(be, kc), vcd = upload(be, vc);
+            be.rope_store_kv(qd, kd, upload(be, v), upload(be, t_pos), RopeParams{upload(be, inv_freq), 1.0f, rotary_dim},
+                             upload(be, t_slots), kcd, vcd);
+            return Outputs{download(be, qd), download(be, kd), widened(be, kcd), widened(be, vcd)};
+          }};
+}
+
 OpCase embedding_case(DType dt, int V, int D, int T, uint64_t seed) {
   Rng rng(seed);
   Tensor table = random_tensor(dt, {V, D}, rng);
@@ -411,6 +437,12 @@ std::vector<OpCase> op_cases(const std::string& op) {
       cases.push_back(store_kv_case(cache, 13, 2, 72, 40, seed++));
       cases.push_back(store_kv_case(cache, 30, 1, 20, 31, seed++));
     }
+  } else if (op == "rope_store_kv") {
+    for (DType cache : kFloatTypes) {
+      cases.push_back(rope_store_kv_case(cache, 1, 32, 8, 128, 128, seed++));  // decode, 8B heads
+      cases.push_back(rope_store_kv_case(cache, 7, 8, 2, 64, 32, seed++));     // partial rotary
+      cases.push_back(rope_store_kv_case(cache, 40, 4, 4, 80, 80, seed++));
+    }
   } else if (op == "embedding") {
     for (DType dt : kFloatTypes) {
       cases.push_back(embedding_case(dt, 50, 64, 1, seed++));
@@ -442,9 +474,9 @@ std::vector<OpCase> op_cases(const std::string& op) {
 }
 
 const std::vector<std::string>& op_names() {
-  static const std::vector<std::string> names = {"embedding", "rms_norm",    "add_rms_norm", "linear",
-                                                 "rope",      "store_kv",    "attention",    "silu_mul",
-                                                 "add",       "gather_rows", "argmax_rows"};
+  static const std::vector<std::string> names = {"embedding", "rms_norm", "add_rms_norm",  "linear",
+                                                 "rope",      "store_kv", "rope_store_kv", "attention",
+                                                 "silu_mul",  "add",      "gather_rows",   "argmax_rows"};
   return names;
 }
 

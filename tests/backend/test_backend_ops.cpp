@@ -35,6 +35,7 @@ double cuda_limit(const OpCase& c) {
   if (c.op == "linear") return c.dtype == DType::BF16 ? 1e-4 : c.dtype == DType::F16 ? 1e-5 : 1e-9;
   if (c.op == "attention" && c.dtype == DType::BF16) return 1e-4;
   if (c.op == "rope") return 1e-10;
+  if (c.op == "rope_store_kv") return std::max(c.max_nmse, 1e-10);
   if (c.op == "silu_mul") return std::max(c.max_nmse, 1e-11);
   return c.max_nmse;
 }

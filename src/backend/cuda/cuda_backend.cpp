@@ -291,6 +291,27 @@ class CudaBackend final : public Backend {
     cuda::store_kv(ptr(k), ptr(v), ptr<int32_t>(slots), T, row, kc.dim(0), kc.raw(), vc.raw(), kc.dtype(), stream_);
   }
 
+  void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeParams& p,
+                     const Tensor& slots, Tensor& kc, Tensor& vc) override {
+    require_f32(q, "rope_store_kv", "q");
+    require_f32(k, "rope_store_kv", "k");
+    require_f32(v, "rope_store_kv", "v");
+    require_i32(positions, "rope_store_kv", "positions");
+    require_i32(slots, "rope_store_kv", "slots");
+    require_f32(p.inv_freq, "rope_store_kv", "inv_freq");
+    require_device(kc, "rope_store_kv", "k cache");
+    require_device(vc, "rope_store_kv", "v cache");
+    TESSERA_CHECK(kc.dtype() == vc.dtype(), "rope_store_kv: k and v caches differ in dtype");
+    const int64_t T = q.dim(0), Dh = q.dim(2), Hkv = k.dim(1);
+    TESSERA_CHECK(k.dim(0) == T && v.numel() == k.numel() && k.dim(2) == Dh && kc.numel() / kc.dim(0) == Hkv * Dh,
+                  "rope_store_kv: q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) + ", v " +
+                      shape_str(v.shape()) + ", cache " + shape_str(kc.shape()));
+    TESSERA_CHECK(p.rotary_dim <= Dh && p.inv_freq.numel() >= p.rotary_dim / 2, "rope: rotary_dim too large");
+    cuda::rope_store_kv(ptr(q), ptr(k), ptr(v), ptr<int32_t>(positions), ptr(p.inv_freq), p.attention_scaling, T,
+                        q.dim(1), Hkv, Dh, p.rotary_dim, ptr<int32_t>(slots), kc.dim(0), kc.raw(), vc.raw(), kc.dtype(),
+                        stream_);
+  }
+
   void attention(const Tensor& q, const Tensor& kc, const Tensor& vc, const AttentionMeta& m,
                  const AttentionParams& p, Tensor& out) override {
     require_f32(q, "attention", "q");

@@ -1,6 +1,7 @@
 // Row-wise and elementwise kernels: embedding, RMSNorm, RoPE, KV store, SwiGLU, add, gather,
 // dtype conversion, bias. Memory-bound: coalesced accesses, one pass each.
 #include <cmath>
+#include <type_traits>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_types.cuh"
@@ -82,6 +83,55 @@ __global__ void rope_kernel(float* x, const int32_t* positions, const float* inv
     float a = v[i], b = v[i + half], c = cs[i], s = cs[half + i];
     v[i] = a * c - b * s;
     v[i + half] = b * c + a * s;
+  }
+}
+
+// One token per blockIdx.x; its work items (q pairs, k pairs and the k dims past rotary_dim,
+// v elements) spread over blockIdx.y. The rotation is rope_kernel's, to the bit.
+template <class E>
+__global__ void rope_store_kv_kernel(float* q, float* k, const float* v, const int32_t* positions,
+                                     const float* inv_freq, float scaling, int64_t H, int64_t Hkv, int64_t Dh,
+                                     int half, const int32_t* slots, int64_t num_slots, E* kc, E* vc) {
+  extern __shared__ float cs[];  // cos[half], sin[half]
+  const int64_t t = blockIdx.x;
+  const float pos = float(positions[t]);
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    float angle = pos * inv_freq[i];
+    cs[i] = cosf(angle) * scaling;
+    cs[half + i] = sinf(angle) * scaling;
+  }
+  __syncthreads();
+  const int64_t row = Hkv * Dh, slot = slots[t];
+  const bool store = slot >= 0 && slot < num_slots;
+  float* qt = q + t * H * Dh;
+  float* kt = k + t * row;
+  const float* vt = v + t * row;
+  const int64_t kw = Dh - half;  // per k head: half rotated pairs, then the dims past rotary_dim
+  const int64_t nq = H * half, nk = Hkv * kw, n = nq + nk + row;
+  for (int64_t j = blockIdx.y * int64_t(blockDim.x) + threadIdx.x; j < n; j += int64_t(gridDim.y) * blockDim.x) {
+    if (j < nq) {
+      float* x = qt + (j / half) * Dh;
+      const int i = int(j % half);
+      float a = x[i], b = x[i + half], c = cs[i], s = cs[half + i];
+      x[i] = a * c - b * s;
+      x[i + half] = b * c + a * s;
+    } else if (j < nq + nk) {
+      const int64_t h = (j - nq) / kw, i = (j - nq) % kw;
+      float* x = kt + h * Dh;
+      E* dst = kc + slot * row + h * Dh;
+      if (i < half) {
+        float a = x[i], b = x[i + half], c = cs[i], s = cs[half + i];
+        float ra = a * c - b * s, rb = b * c + a * s;
+        x[i] = ra, x[i + half] = rb;
+        if (store) dst[i] = from_f32<E>(ra), dst[i + half] = from_f32<E>(rb);
+      } else if (store) {
+        const int64_t d = half + i;  // past the rotated dims
+        dst[d] = from_f32<E>(x[d]);
+      }
+    } else if (store) {
+      const int64_t e = j - nq - nk;
+      vc[slot * row + e] = from_f32<E>(vt[e]);
+    }
   }
 }
 
@@ -269,6 +319,23 @@ void store_kv(const float* k, const float* v, const int32_t* slots, int64_t T, i
     default: throw Error("store_kv: unsupported cache dtype " + std::string(dtype_name(dt)));
   }
   check_launch("store_kv");
+}
+
+void rope_store_kv(float* q, float* k, const float* v, const int32_t* positions, const float* inv_freq, float scaling,
+                   int64_t T, int64_t H, int64_t Hkv, int64_t Dh, int rotary_dim, const int32_t* slots,
+                   int64_t num_slots, void* kc, void* vc, DType dt, cudaStream_t s) {
+  const int half = rotary_dim / 2;
+  if (T == 0) return;
+  const int64_t items = H * half + Hkv * (Dh - half) + Hkv * Dh;
+  // Few tokens (decode): spread each token's items over several blocks.
+  dim3 grid(unsigned(T), unsigned(std::min<int64_t>((items + 255) / 256, std::max<int64_t>(1, 256 / T))));
+  const size_t smem = size_t(2 * std::max(half, 1)) * sizeof(float);
+  with_activation(kc, dt, "rope_store_kv", [&](auto* k_cache) {
+    using E = std::remove_pointer_t<decltype(k_cache)>;
+    rope_store_kv_kernel<<<grid, 256, smem, s>>>(q, k, v, positions, inv_freq, scaling, H, Hkv, Dh, half, slots,
+                                                 num_slots, k_cache, static_cast<E*>(vc));
+  });
+  check_launch("rope_store_kv");
 }
 
 void silu_mul(const void* gate, const void* up, DType in_dt, void* out, DType out_dt, int64_t n, cudaStream_t s) {

@@ -24,6 +24,10 @@ void rope(float* x, const int32_t* positions, const float* inv_freq, float scali
 void store_kv(const float* k, const float* v, const int32_t* slots, int64_t T, int64_t row, int64_t num_slots,
               void* k_cache, void* v_cache, DType cache_dtype, cudaStream_t s);
 // gate and up of one dtype, out of any (each f32, bf16 or f16); out may alias either.
+// rope() of q [T, H, Dh] and k [T, Hkv, Dh] in place, then store_kv() of k and v, in one launch.
+void rope_store_kv(float* q, float* k, const float* v, const int32_t* positions, const float* inv_freq, float scaling,
+                   int64_t T, int64_t H, int64_t Hkv, int64_t Dh, int rotary_dim, const int32_t* slots,
+                   int64_t num_slots, void* k_cache, void* v_cache, DType cache_dtype, cudaStream_t s);
 void silu_mul(const void* gate, const void* up, DType in_dtype, void* out, DType out_dtype, int64_t n, cudaStream_t s);
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
 // out[r] = the first column of row r's maximum, x [R, N].
