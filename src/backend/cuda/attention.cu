@@ -115,6 +115,7 @@ __global__ void attention_kernel(AttentionArgs a, float* partial) {
 
 // One block per (token, head): rescales each split's partial sums to the common maximum.
 __global__ void combine_kernel(const float* partial, int splits, int64_t Dh, float* out) {
+  allow_next();
   const float* p = partial + int64_t(blockIdx.x) * splits * (Dh + 2);
   float mx = -INFINITY;
   for (int k = 0; k < splits; ++k) mx = fmaxf(mx, p[k * (Dh + 2) + Dh]);

@@ -29,6 +29,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, fl
   __shared__ float ws_ml[kWarps][kGroup][2];
   __shared__ float ws_acc[kWarps][kGroup][Dh];
 
+  allow_next();
   const int seq = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
   const int G = int(a.H / a.Hkv), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t = a.seq_starts[seq];

@@ -65,6 +65,22 @@ __device__ __forceinline__ void store8(__half* p, const float* f) {
   *reinterpret_cast<uint4*>(p) = raw;
 }
 
+// Programmatic dependent launch (Hopper; no-ops before). A kernel launched after its stream's
+// previous kernel with the programmatic-serialization attribute may start while that kernel
+// still runs: it must call wait_for_previous() before it reads or writes anything the previous
+// kernels touch (weights it only reads may be fetched before). allow_next() lets such a
+// successor start now rather than when this kernel's blocks exit.
+__device__ __forceinline__ void wait_for_previous() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_next() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Sum over a warp; every lane gets the total.
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

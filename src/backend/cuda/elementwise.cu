@@ -39,6 +39,7 @@ __device__ float block_sum(float v) {
 
 template <class T, class O>
 __global__ void rms_norm_kernel(const float* x, const T* w, float eps, float offset, int64_t D, O* out) {
+  allow_next();
   const float* xr = x + blockIdx.x * D;
   float ss = 0;
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) ss += xr[i] * xr[i];
@@ -51,6 +52,7 @@ __global__ void rms_norm_kernel(const float* x, const T* w, float eps, float off
 template <class T, class O>
 __global__ void add_rms_norm_kernel(float* x, const float* delta, const T* w, float eps, float offset, int64_t D,
                                     O* out) {
+  allow_next();
   float* xr = x + blockIdx.x * D;
   const float* dr = delta + blockIdx.x * D;
   float ss = 0;
@@ -151,6 +153,7 @@ __device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f
 
 template <class I, class O>
 __global__ void silu_mul_kernel(const I* gate, const I* up, O* out, int64_t n) {
+  allow_next();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     out[i] = from_f32<O>(silu_times(to_f32(gate[i]), to_f32(up[i])));
 }
@@ -160,6 +163,7 @@ __global__ void silu_mul_kernel(const I* gate, const I* up, O* out, int64_t n) {
 // out may alias gate or up.
 template <class I, class O>
 __global__ void silu_mul8_kernel(const I* gate, const I* up, O* out, int64_t n8) {
+  allow_next();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n8; i += int64_t(gridDim.x) * blockDim.x) {
     float g[8], u[8];
     load8(gate + 8 * i, g);
@@ -176,6 +180,7 @@ __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n
 }
 
 __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t D, int64_t num_rows, float* out) {
+  allow_next();
   int64_t r = blockIdx.x;
   int64_t src = rows[r];
   bool ok = src >= 0 && src < num_rows;

@@ -30,13 +30,19 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(const float* 
   n -= first;
   if (n >= N) return;  // past the last part
   const W* wr = static_cast<const W*>(w) + n * K;
+  // The first kPrefetch pieces of the row are read before the previous kernel (which writes x)
+  // has finished: launched as its programmatic dependent, this kernel streams weights while the
+  // small kernels before it (norm, attention, silu) run.
+  constexpr int kPrefetch = 4;
+  uint4 pre[kPrefetch];
+#pragma unroll
+  for (int p = 0; p < kPrefetch; ++p)
+    if (lane * 8 + p * 256 < K) pre[p] = __ldg(reinterpret_cast<const uint4*>(wr + lane * 8 + p * 256));
+  wait_for_previous();
   float acc[kTokens];
 #pragma unroll
   for (int t = 0; t < kTokens; ++t) acc[t] = 0.0f;
-#pragma unroll 4
-  for (int64_t k = lane * 8; k < K; k += 256) {
-    float wf[8];
-    load8(wr + k, wf);
+  auto accumulate = [&](const float* wf, int64_t k) {
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) {
       const float4* xp = reinterpret_cast<const float4*>(x + t * K + k);
@@ -44,6 +50,19 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(const float* 
       acc[t] += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w + wf[4] * b.x + wf[5] * b.y + wf[6] * b.z +
                 wf[7] * b.w;
     }
+  };
+#pragma unroll
+  for (int p = 0; p < kPrefetch; ++p)
+    if (lane * 8 + p * 256 < K) {
+      float wf[8];
+      unpack8(pre[p], wr, wf);
+      accumulate(wf, lane * 8 + p * 256);
+    }
+#pragma unroll 4
+  for (int64_t k = lane * 8 + kPrefetch * 256; k < K; k += 256) {
+    float wf[8];
+    load8(wr + k, wf);
+    accumulate(wf, k);
   }
 #pragma unroll
   for (int t = 0; t < kTokens; ++t) {
@@ -52,11 +71,29 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(const float* 
   }
 }
 
+// Whether the current device runs programmatic dependent launches (compute capability 9+).
+bool dependent_launch() {
+  static const bool yes = [] {
+    int dev = 0, major = 0;
+    return cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+  }();
+  return yes;
+}
+
 template <class W, int kTokens>
 void launch(const float* x, const StackedParts& g, int64_t K, cudaStream_t s) {
   const int64_t rows = g.rows_end[g.count - 1];
-  gemv_kernel<W, kTokens><<<unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), kWarpsPerBlock * 32, 0, s>>>(
-      x, g, K);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock));
+  cfg.blockDim = dim3(kWarpsPerBlock * 32);
+  cfg.stream = s;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = dependent_launch() ? 1 : 0;
+  cudaLaunchKernelEx(&cfg, gemv_kernel<W, kTokens>, x, g, K);
 }
 
 template <class W>
