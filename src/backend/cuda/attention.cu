@@ -116,6 +116,7 @@ __global__ void attention_kernel(AttentionArgs a, float* partial) {
 // One block per (token, head): rescales each split's partial sums to the common maximum.
 __global__ void combine_kernel(const float* partial, int splits, int64_t Dh, float* out) {
   allow_next();
+  wait_for_previous();
   const float* p = partial + int64_t(blockIdx.x) * splits * (Dh + 2);
   float mx = -INFINITY;
   for (int k = 0; k < splits; ++k) mx = fmaxf(mx, p[k * (Dh + 2) + Dh]);
@@ -163,7 +164,7 @@ void attention(const AttentionArgs& a, int splits, float* partial, cudaStream_t 
 }
 
 void combine_partials(const float* partial, int64_t rows, int splits, int64_t Dh, float* out, cudaStream_t s) {
-  combine_kernel<<<unsigned(rows), 128, 0, s>>>(partial, splits, Dh, out);
+  launch_dependent(combine_kernel, dim3(unsigned(rows)), dim3(128), 0, s, partial, splits, Dh, out);
   check_launch("attention combine");
 }
 

@@ -30,6 +30,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, fl
   __shared__ float ws_acc[kWarps][kGroup][Dh];
 
   allow_next();
+  wait_for_previous();
   const int seq = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
   const int G = int(a.H / a.Hkv), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t = a.seq_starts[seq];
@@ -174,10 +175,10 @@ template <class KV, int L, int kGroup>
 void launch(const AttentionArgs& a, int splits, float* partial, cudaStream_t s) {
   dim3 grid(unsigned(a.num_seqs), unsigned(a.Hkv), unsigned(splits));
   switch (a.Dh) {
-    case 32: decode_kernel<KV, 1, L, kGroup><<<grid, kWarps * 32, 0, s>>>(a, partial); break;
-    case 64: decode_kernel<KV, 2, L, kGroup><<<grid, kWarps * 32, 0, s>>>(a, partial); break;
-    case 128: decode_kernel<KV, 4, L, kGroup><<<grid, kWarps * 32, 0, s>>>(a, partial); break;
-    default: decode_kernel<KV, 8, L, kGroup><<<grid, kWarps * 32, 0, s>>>(a, partial); break;
+    case 32: launch_dependent(decode_kernel<KV, 1, L, kGroup>, grid, dim3(kWarps * 32), 0, s, a, partial); break;
+    case 64: launch_dependent(decode_kernel<KV, 2, L, kGroup>, grid, dim3(kWarps * 32), 0, s, a, partial); break;
+    case 128: launch_dependent(decode_kernel<KV, 4, L, kGroup>, grid, dim3(kWarps * 32), 0, s, a, partial); break;
+    default: launch_dependent(decode_kernel<KV, 8, L, kGroup>, grid, dim3(kWarps * 32), 0, s, a, partial); break;
   }
 }
 

@@ -53,6 +53,7 @@ template <class T, class O>
 __global__ void add_rms_norm_kernel(float* x, const float* delta, const T* w, float eps, float offset, int64_t D,
                                     O* out) {
   allow_next();
+  wait_for_previous();
   float* xr = x + blockIdx.x * D;
   const float* dr = delta + blockIdx.x * D;
   float ss = 0;
@@ -95,6 +96,8 @@ __global__ void rope_store_kv_kernel(float* q, float* k, const float* v, const i
                                      const float* inv_freq, float scaling, int64_t H, int64_t Hkv, int64_t Dh,
                                      int half, const int32_t* slots, int64_t num_slots, E* kc, E* vc) {
   extern __shared__ float cs[];  // cos[half], sin[half]
+  allow_next();
+  wait_for_previous();
   const int64_t t = blockIdx.x;
   const float pos = float(positions[t]);
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
@@ -154,6 +157,7 @@ __device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f
 template <class I, class O>
 __global__ void silu_mul_kernel(const I* gate, const I* up, O* out, int64_t n) {
   allow_next();
+  wait_for_previous();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     out[i] = from_f32<O>(silu_times(to_f32(gate[i]), to_f32(up[i])));
 }
@@ -164,6 +168,7 @@ __global__ void silu_mul_kernel(const I* gate, const I* up, O* out, int64_t n) {
 template <class I, class O>
 __global__ void silu_mul8_kernel(const I* gate, const I* up, O* out, int64_t n8) {
   allow_next();
+  wait_for_previous();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n8; i += int64_t(gridDim.x) * blockDim.x) {
     float g[8], u[8];
     load8(gate + 8 * i, g);
@@ -288,7 +293,9 @@ void add_rms_norm(float* x, const float* delta, const void* w, DType dt, float e
   if (rows == 0) return;
   with_weight(w, dt, "add_rms_norm", [&](auto* wt) {
     with_activation(out, out_dt, "add_rms_norm", [&](auto* o) {
-      add_rms_norm_kernel<<<rows, row_threads(D), 0, s>>>(x, delta, wt, eps, offset, D, o);
+      launch_dependent(add_rms_norm_kernel<std::remove_const_t<std::remove_pointer_t<decltype(wt)>>,
+                                           std::remove_pointer_t<decltype(o)>>,
+                       dim3(unsigned(rows)), dim3(row_threads(D)), 0, s, x, delta, wt, eps, offset, D, o);
     });
   });
   check_launch("add_rms_norm");
@@ -337,8 +344,8 @@ void rope_store_kv(float* q, float* k, const float* v, const int32_t* positions,
   const size_t smem = size_t(2 * std::max(half, 1)) * sizeof(float);
   with_activation(kc, dt, "rope_store_kv", [&](auto* k_cache) {
     using E = std::remove_pointer_t<decltype(k_cache)>;
-    rope_store_kv_kernel<<<grid, 256, smem, s>>>(q, k, v, positions, inv_freq, scaling, H, Hkv, Dh, half, slots,
-                                                 num_slots, k_cache, static_cast<E*>(vc));
+    launch_dependent(rope_store_kv_kernel<E>, grid, dim3(256), smem, s, q, k, v, positions, inv_freq, scaling, H, Hkv,
+                     Dh, half, slots, num_slots, k_cache, static_cast<E*>(vc));
   });
   check_launch("rope_store_kv");
 }
@@ -350,8 +357,10 @@ void silu_mul(const void* gate, const void* up, DType in_dt, void* out, DType ou
   with_weight(gate, in_dt, "silu_mul", [&](auto* g) {
     const auto* u = static_cast<decltype(g)>(up);
     with_activation(out, out_dt, "silu_mul", [&](auto* o) {
-      if (by8) silu_mul8_kernel<<<blocks_for(n / 8), kThreads, 0, s>>>(g, u, o, n / 8);
-      else silu_mul_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, u, o, n);
+      using I = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
+      using O = std::remove_pointer_t<decltype(o)>;
+      if (by8) launch_dependent(silu_mul8_kernel<I, O>, dim3(blocks_for(n / 8)), dim3(kThreads), 0, s, g, u, o, n / 8);
+      else launch_dependent(silu_mul_kernel<I, O>, dim3(blocks_for(n)), dim3(kThreads), 0, s, g, u, o, n);
     });
   });
   check_launch("silu_mul");

@@ -39,6 +39,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(const float* 
   for (int p = 0; p < kPrefetch; ++p)
     if (lane * 8 + p * 256 < K) pre[p] = __ldg(reinterpret_cast<const uint4*>(wr + lane * 8 + p * 256));
   wait_for_previous();
+  allow_next();
   float acc[kTokens];
 #pragma unroll
   for (int t = 0; t < kTokens; ++t) acc[t] = 0.0f;
@@ -71,29 +72,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(const float* 
   }
 }
 
-// Whether the current device runs programmatic dependent launches (compute capability 9+).
-bool dependent_launch() {
-  static const bool yes = [] {
-    int dev = 0, major = 0;
-    return cudaGetDevice(&dev) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
-  }();
-  return yes;
-}
-
 template <class W, int kTokens>
 void launch(const float* x, const StackedParts& g, int64_t K, cudaStream_t s) {
   const int64_t rows = g.rows_end[g.count - 1];
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock));
-  cfg.blockDim = dim3(kWarpsPerBlock * 32);
-  cfg.stream = s;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = dependent_launch() ? 1 : 0;
-  cudaLaunchKernelEx(&cfg, gemv_kernel<W, kTokens>, x, g, K);
+  launch_dependent(gemv_kernel<W, kTokens>, dim3(unsigned((rows + kWarpsPerBlock - 1) / kWarpsPerBlock)),
+                   dim3(kWarpsPerBlock * 32), 0, s, x, g, K);
 }
 
 template <class W>
