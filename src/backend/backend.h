@@ -49,6 +49,16 @@ struct LinearPart {
   Tensor& out;
 };
 
+// One row's draw for sample_rows(): the host sampler's (engine/sampler.h) without penalties,
+// logit bias or logprobs.
+struct RowSampling {
+  float temperature = 0;  // <= 0: the first maximum (greedy; u unused)
+  int top_k = 0;          // <= 0 or >= the vocabulary: off
+  float top_p = 1;
+  float min_p = 0;
+  double u = 0;           // uniform in [0, 1): which token the draw lands on
+};
+
 // Memory of the device a backend computes on, in bytes.
 struct MemoryInfo {
   size_t total = 0;  // CPU: physical memory; CUDA: the GPU's memory
@@ -127,6 +137,13 @@ class Backend {
   // out[r] (i32) = the column of row r's largest element, the first one on ties: greedy
   // sampling where the logits are, so only the ids travel.
   virtual void argmax_rows(const Tensor& x, Tensor& out) = 0;
+  // out[r] (i32) = a token drawn from row r of x [R, V] as the host sampler draws it with the
+  // uniform rows[r].u: probabilities softmax(x / temperature) over the candidates (the top_k best,
+  // larger value then lower id first, when top-k or top-p cuts; else every token in id order),
+  // cut to the smallest prefix whose mass reaches top_p, without tokens below min_p times the
+  // most likely one; the token is the first whose cumulative probability exceeds u times the
+  // kept mass. Sampling where the logits are: only the ids travel.
+  virtual void sample_rows(const Tensor& x, const std::vector<RowSampling>& rows, Tensor& out) = 0;
 };
 
 struct CpuOptions {

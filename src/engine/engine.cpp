@@ -44,7 +44,8 @@ Engine::Engine(Model& model, Backend& be, const EngineConfig& cfg)
       cache_(allocate_kv_cache(be, kv_spec_, kv_blocks(model, be, cfg, kv_spec_, profiled_), cfg.block_size)),
       blocks_(cache_.num_blocks, cfg.block_size),
       scheduler_(cfg.scheduler, blocks_),
-      runner_(model, be, cache_) {
+      runner_(model, be, cache_),
+      draw_on_backend_(be.device() != Device::CPU) {
   if (be.device() != Device::CPU) warm_up();
 }
 
@@ -66,7 +67,8 @@ void Engine::warm_up() {
   for (int n = 1;; n = std::min(2 * n, most)) {
     std::vector<ScheduledSeq> batch;
     for (int i = 0; i < n; ++i) batch.push_back({&seqs[size_t(i)], 1});
-    runner_.run(batch, /*all_rows=*/false, /*argmax_only=*/true);
+    const std::vector<RowSampling> greedy(static_cast<size_t>(n));
+    runner_.run(batch, /*all_rows=*/false, &greedy);
     if (n == most) break;
   }
   for (Sequence& s : seqs) blocks_.release(s);
@@ -122,10 +124,18 @@ std::vector<TokenOutput> Engine::step() {
   times_.schedule += seconds_since(t0);
   if (batch.empty()) return out;
   ++times_.steps;
-  bool argmax_only = std::all_of(batch.begin(), batch.end(), [](const ScheduledSeq& b) {
-    return is_plain_argmax(b.seq->params);
+  // Where every row's draw can be made by the backend (greedy anywhere; sampling on a GPU), only
+  // the chosen ids come back. The draws are in the runner's row order: one per sequence whose
+  // pending tokens all get computed this step.
+  const bool on_backend = std::all_of(batch.begin(), batch.end(), [&](const ScheduledSeq& b) {
+    return is_plain_argmax(b.seq->params) || (draw_on_backend_ && is_backend_drawable(b.seq->params));
   });
-  StepLogits logits = runner_.run(batch, /*all_rows=*/false, argmax_only);
+  std::vector<RowSampling> draws;
+  if (on_backend)
+    for (const ScheduledSeq& b : batch)
+      if (b.seq->num_computed_tokens + b.num_new_tokens == b.seq->num_tokens())
+        draws.push_back(backend_draw(b.seq->params, b.seq->rng));
+  StepLogits logits = runner_.run(batch, /*all_rows=*/false, on_backend ? &draws : nullptr);
   auto t1 = Clock::now();
 
   for (auto& b : batch) {
@@ -136,8 +146,8 @@ std::vector<TokenOutput> Engine::step() {
   // pool: with a 128k vocabulary one row of nucleus sampling costs milliseconds.
   const size_t rows = logits.seq_index.size();
   std::vector<SampleResult> results(rows);
-  if (argmax_only) {
-    for (size_t r = 0; r < rows; ++r) results[r].token = logits.argmax[r];
+  if (on_backend) {
+    for (size_t r = 0; r < rows; ++r) results[r].token = logits.ids[r];
   } else {
     ThreadPool::global().parallel_for(int64_t(rows), 1, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {

@@ -93,6 +93,7 @@ class Engine {
   BlockManager blocks_;
   Scheduler scheduler_;
   ModelRunner runner_;
+  const bool draw_on_backend_;  // a GPU: sampling happens where the logits are when it can
   StepTimes times_;
   std::unordered_map<int64_t, std::unique_ptr<Sequence>> seqs_;
   int64_t next_id_ = 1;

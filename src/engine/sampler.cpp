@@ -19,6 +19,9 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
+// The draw's uniform in [0, 1): uniform_real_distribution<double>(0, mass) is mass times this.
+double canonical(Rng& rng) { return std::generate_canonical<double, std::numeric_limits<double>::digits>(rng); }
+
 // Per-thread buffers: every call of a step has the same vocabulary, so after the first call
 // sampling allocates nothing V-sized.
 struct Scratch {
@@ -229,7 +232,7 @@ int32_t draw(const float* v, int V, const SamplingParams& p, Rng& rng, Scratch& 
     keep = j;
   }
   double mass = std::accumulate(probs.begin(), probs.begin() + std::ptrdiff_t(keep), 0.0);
-  double u = std::uniform_real_distribution<double>(0.0, mass)(rng);
+  double u = mass * canonical(rng);
   size_t pick = keep - 1;
   for (size_t i = 0; i < keep; ++i) {
     if (u < probs[i]) {
@@ -316,6 +319,14 @@ std::vector<float> log_softmax(const float* logits, int n) {
   std::vector<float> out(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) out[i] = float(double(logits[i]) - lse);
   return out;
+}
+
+bool is_backend_drawable(const SamplingParams& p) { return !has_penalties(p) && p.logprobs < 0; }
+
+RowSampling backend_draw(const SamplingParams& p, Rng& rng) {
+  RowSampling d{p.temperature, p.top_k, p.top_p, p.min_p, 0.0};
+  if (p.temperature > 0.0f) d.u = canonical(rng);  // as draw() takes it
+  return d;
 }
 
 bool is_plain_argmax(const SamplingParams& p) {

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "backend/backend.h"
+
 namespace tessera {
 
 struct SamplingParams {
@@ -33,6 +35,12 @@ using Rng = std::mt19937_64;
 // Greedy with nothing that changes the logits or needs their distribution: the token is the
 // logits' argmax, which the backend can take where the logits are.
 bool is_plain_argmax(const SamplingParams& p);
+// Nothing the backend's sample_rows() lacks (penalties, logit bias, logprobs): the draw can be
+// made where the logits are.
+bool is_backend_drawable(const SamplingParams& p);
+// The draw sample() would make for these parameters, for Backend::sample_rows(): its uniform is
+// taken from rng exactly as sample() takes it, so a seed gives the same tokens either way.
+RowSampling backend_draw(const SamplingParams& p, Rng& rng);
 
 SampleResult sample(const float* logits, int vocab_size, const SamplingParams& params,
                     const std::vector<int32_t>& tokens, int num_prompt_tokens, Rng& rng);

@@ -24,7 +24,8 @@ Tensor ModelRunner::upload_i32(const std::vector<int32_t>& v, Shape shape) {
   return be_.upload(host);
 }
 
-StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_rows, bool argmax_only) {
+StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_rows,
+                            const std::vector<RowSampling>* draws) {
   auto t = Clock::now();
   const int bs = cache_.block_size;
   std::vector<int32_t> ids, positions, slots, starts{0}, context_lens, rows;
@@ -74,13 +75,17 @@ StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_row
   lap(t, times_.prepare);
   Tensor logits = model_.forward(fb, cache_);
   out.vocab = model_.vocab_size();
-  if (argmax_only) {
-    out.argmax.resize(size_t(fb.num_logits));
+  if (draws) {
+    TESSERA_CHECK(draws->size() == size_t(fb.num_logits), "runner: " + std::to_string(draws->size()) +
+                                                              " draws for " + std::to_string(fb.num_logits) + " rows");
+    out.ids.resize(size_t(fb.num_logits));
     if (fb.num_logits > 0) {
       Tensor ids = be_.empty(DType::I32, {fb.num_logits});
-      be_.argmax_rows(logits, ids);
+      const bool greedy = std::all_of(draws->begin(), draws->end(), [](const RowSampling& d) { return d.temperature <= 0; });
+      if (greedy) be_.argmax_rows(logits, ids);
+      else be_.sample_rows(logits, *draws, ids);
       lap(t, times_.enqueue);
-      be_.download(ids, out.argmax.data());
+      be_.download(ids, out.ids.data());
     }
     lap(t, times_.readback);
     return out;

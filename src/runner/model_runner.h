@@ -14,7 +14,7 @@ struct StepLogits {
   std::vector<int> seq_index;  // index into the scheduled batch of each logits row
   std::vector<int> position;   // position in its sequence of the token each row follows
   std::span<const float> logits;  // [rows, vocab] row-major, host memory valid until the next run
-  std::vector<int32_t> argmax;    // [rows] instead of the logits, when run() was asked for them
+  std::vector<int32_t> ids;       // [rows] the chosen tokens instead of the logits, when run() was given draws
   int vocab = 0;
 };
 
@@ -29,9 +29,11 @@ class ModelRunner {
  public:
   ModelRunner(Model& model, Backend& be, KvCache& cache) : model_(model), be_(be), cache_(cache) {}
   // all_rows: logits after every new token (scoring a text), not only where sampling happens.
-  // argmax_only: every row samples greedily; the backend takes the argmax and only the ids come
-  // back (on a GPU, 4 bytes a row instead of the vocabulary's logits).
-  StepLogits run(const std::vector<ScheduledSeq>& batch, bool all_rows = false, bool argmax_only = false);
+  // draws: one per logits row; the backend chooses the tokens where the logits are (argmax_rows
+  // when every row is greedy, else sample_rows) and only the ids come back (on a GPU, 4 bytes a
+  // row instead of the vocabulary's logits).
+  StepLogits run(const std::vector<ScheduledSeq>& batch, bool all_rows = false,
+                 const std::vector<RowSampling>* draws = nullptr);
   // Sums over every run so far.
   const RunTimes& times() const { return times_; }
 

@@ -365,6 +365,37 @@ OpCase argmax_rows_case(int R, int N, bool ties, uint64_t seed) {
           }};
 }
 
+// Rows of R logits (flat or peaked, or coarse so that values tie) drawn with every kind of cut:
+// greedy, temperature alone (id order), top-k, top-p, min-p and their mixes, uniforms from 0 to
+// just below 1. The draws must be the reference's exactly (a sampler whose sums are ordered
+// differently could differ only where u lands within rounding of a boundary).
+OpCase sample_rows_case(int R, int V, int shape, uint64_t seed) {
+  Rng rng(seed);
+  const float scale = shape == 1 ? 4.0f : 1.0f;
+  Tensor x = random_tensor(DType::F32, {R, V}, rng, scale);
+  if (shape == 2)
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::round(x.data<float>()[i] * 4.0f) / 4.0f;
+  const RowSampling kinds[] = {{0.0f, 0, 1.0f, 0.0f, 0}, {1.0f, 0, 1.0f, 0.0f, 0}, {0.8f, 0, 0.95f, 0.0f, 0},
+                               {0.7f, 40, 1.0f, 0.0f, 0}, {1.2f, 0, 1.0f, 0.05f, 0}, {0.6f, 50, 0.9f, 0.1f, 0},
+                               {1.0f, 1, 1.0f, 0.0f, 0},  {0.9f, 0, 0.5f, 0.0f, 0}};
+  const double us[] = {0.0, 0.5, 0.999999, 0.25, 0.75, 0.123456789};
+  std::vector<RowSampling> rows;
+  for (int r = 0; r < R; ++r) {
+    RowSampling d = kinds[(r + shape) % 8];
+    d.u = r < 6 ? us[r] : std::uniform_real_distribution<double>(0, 1)(rng.gen);
+    rows.push_back(d);
+  }
+  std::string name = "sample_rows R=" + std::to_string(R) + " V=" + std::to_string(V) +
+                     (shape == 1 ? " peaked" : shape == 2 ? " ties" : "");
+  return {name, "sample_rows", DType::F32, kExact, [=](Backend& be) {
+            Tensor out = be.upload(i32_tensor(std::vector<int32_t>(size_t(R), -1)));
+            be.sample_rows(upload(be, x), rows, out);
+            std::vector<int32_t> ids(static_cast<size_t>(R));
+            be.download(out, ids.data());
+            return Outputs{std::vector<float>(ids.begin(), ids.end())};
+          }};
+}
+
 const DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16};
 
 }  // namespace
@@ -466,6 +497,13 @@ std::vector<OpCase> op_cases(const std::string& op) {
     cases.push_back(gather_rows_case(1, 64, 1, seed++));
     cases.push_back(gather_rows_case(20, 67, 5, seed++));
     cases.push_back(gather_rows_case(130, 2048, 8, seed++));
+  } else if (op == "sample_rows") {
+    for (int shape : {0, 1, 2}) {
+      cases.push_back(sample_rows_case(1, 128256, shape, seed++));
+      cases.push_back(sample_rows_case(8, 3000, shape, seed++));
+      cases.push_back(sample_rows_case(40, 1000, shape, seed++));
+    }
+    cases.push_back(sample_rows_case(3, 7, 0, seed++));
   } else if (op == "argmax_rows") {
     for (auto [R, N] : {std::pair{1, 1}, {1, 4096}, {3, 1000}, {64, 128256}})
       for (bool ties : {false, true}) cases.push_back(argmax_rows_case(R, N, ties, seed++));
@@ -476,7 +514,8 @@ std::vector<OpCase> op_cases(const std::string& op) {
 const std::vector<std::string>& op_names() {
   static const std::vector<std::string> names = {"embedding", "rms_norm", "add_rms_norm",  "linear",
                                                  "rope",      "store_kv", "rope_store_kv", "attention",
-                                                 "silu_mul",  "add",      "gather_rows",   "argmax_rows"};
+                                                 "silu_mul",  "add",      "gather_rows",   "argmax_rows",
+                                                 "sample_rows"};
   return names;
 }
 

@@ -178,6 +178,7 @@ class Faulty final : public Backend {
   void add(const Tensor& a, const Tensor& b, Tensor& o) override { ref_->add(a, b, o); }
   void gather_rows(const Tensor& x, const Tensor& r, Tensor& o) override { ref_->gather_rows(x, r, o); }
   void argmax_rows(const Tensor& x, Tensor& o) override { ref_->argmax_rows(x, o); }
+  void sample_rows(const Tensor& x, const std::vector<RowSampling>& r, Tensor& o) override { ref_->sample_rows(x, r, o); }
 
  private:
   Fault fault_;

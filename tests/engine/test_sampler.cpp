@@ -263,3 +263,32 @@ TEST(Sampler, PlainArgmaxOnlyWhenNothingElseIsAsked) {
 }
 
 }  // namespace
+
+// The draw a backend makes (Backend::sample_rows, here the CPU reference every device sampler is
+// tested against) is the host sampler's: same token from the same seed, same random draws.
+TEST(SamplerEquivalence, BackendDrawIsTheHostDraw) {
+  auto be = make_cpu_backend({.reference = true});
+  std::mt19937_64 g(99);
+  const int sizes[] = {1, 2, 5, 64, 1000, 40000};
+  for (int iter = 0; iter < 400; ++iter) {
+    int V = sizes[iter % 6];
+    int shape = int(g() % 8);
+    std::vector<float> row = random_row(V, shape, g);
+    SamplingParams p = random_params(V, g);
+    p.repetition_penalty = 1.0f, p.presence_penalty = p.frequency_penalty = 0.0f;
+    p.logit_bias.clear();
+    p.logprobs = -1;
+    ASSERT_TRUE(is_backend_drawable(p));
+    const uint64_t seed = g();
+    Rng a(seed), b(seed);
+    const int32_t want = sample(row.data(), V, p, {}, 0, a).token;
+    Tensor x = Tensor::empty(DType::F32, {1, V}), out = Tensor::empty(DType::I32, {1});
+    std::copy(row.begin(), row.end(), x.data<float>());
+    be->sample_rows(x, {backend_draw(p, b)}, out);
+    std::string what = "iter " + std::to_string(iter) + " V " + std::to_string(V) + " shape " + std::to_string(shape) +
+                       " T " + std::to_string(p.temperature) + " top_k " + std::to_string(p.top_k) + " top_p " +
+                       std::to_string(p.top_p) + " min_p " + std::to_string(p.min_p);
+    ASSERT_EQ(out.data<int32_t>()[0], want) << what;
+    ASSERT_TRUE(a == b) << what << ": different random draws";
+  }
+}

@@ -109,6 +109,11 @@ class CpuBackend final : public Backend {
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
     cpu::ref::gather_rows(x, rows, out);
   }
+  // The engine samples on the host on a CPU (engine/sampler: the same draw, faster); this is the
+  // reference a device's sampler is tested against.
+  void sample_rows(const Tensor& x, const std::vector<RowSampling>& rows, Tensor& out) override {
+    cpu::ref::sample_rows(x, rows, out);
+  }
 
  private:
   bool reference_;

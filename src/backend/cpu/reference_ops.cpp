@@ -1,7 +1,9 @@
 #include "backend/cpu/reference_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "core/error.h"
@@ -173,6 +175,56 @@ void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) {
     TESSERA_CHECK(src >= 0 && src < x.dim(0), "gather_rows: row out of range");
     std::memcpy(out.data<float>() + r * D, x.data<float>() + src * D, size_t(D) * 4);
   }
+}
+
+// The host sampler's draw (engine/sampler.cpp; its straightforward form, which
+// tests/engine/sampler_reference.h keeps) on the row as given, with its uniform u.
+int32_t sample_row(const float* x, int V, const RowSampling& p) {
+  if (p.temperature <= 0.0f) return int32_t(std::max_element(x, x + V) - x);  // first maximum on ties
+  std::vector<float> l(x, x + V);
+  for (float& v : l) v /= p.temperature;
+  std::vector<int32_t> idx(static_cast<size_t>(V));
+  std::iota(idx.begin(), idx.end(), 0);
+  const int k = (p.top_k > 0 && p.top_k < V) ? p.top_k : V;
+  auto by_value = [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
+  if (k < V || p.top_p < 1.0f) {
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), by_value);
+    idx.resize(size_t(k));
+  }
+  const float mx = *std::max_element(l.begin(), l.end());
+  std::vector<double> probs(idx.size());
+  double sum = 0;
+  for (size_t i = 0; i < idx.size(); ++i) sum += probs[i] = std::exp(double(l[idx[i]]) - mx);
+  for (double& q : probs) q /= sum;
+  size_t keep = idx.size();
+  if (p.top_p < 1.0f) {
+    double cum = 0;
+    for (keep = 0; keep < idx.size();) {
+      cum += probs[keep++];
+      if (cum >= p.top_p) break;
+    }
+  }
+  if (p.min_p > 0.0f) {
+    const double top = *std::max_element(probs.begin(), probs.begin() + std::ptrdiff_t(keep));
+    size_t j = 0;
+    for (size_t i = 0; i < keep; ++i)
+      if (probs[i] >= p.min_p * top) idx[j] = idx[i], probs[j++] = probs[i];
+    keep = j;
+  }
+  double u = p.u * std::accumulate(probs.begin(), probs.begin() + std::ptrdiff_t(keep), 0.0);
+  for (size_t i = 0; i < keep; ++i) {
+    if (u < probs[i]) return idx[i];
+    u -= probs[i];
+  }
+  return idx[keep - 1];
+}
+
+void sample_rows(const Tensor& x, const std::vector<RowSampling>& rows, Tensor& out) {
+  const int64_t V = x.dim(-1), R = V ? x.numel() / V : 0;
+  TESSERA_CHECK(V > 0 && R == int64_t(rows.size()) && out.numel() == R,
+                "sample_rows: " + shape_str(x.shape()) + " with " + std::to_string(rows.size()) + " rows into " +
+                    shape_str(out.shape()));
+  for (int64_t r = 0; r < R; ++r) out.data<int32_t>()[r] = sample_row(x.data<float>() + r * V, int(V), rows[size_t(r)]);
 }
 
 void argmax_rows(const Tensor& x, Tensor& out) {

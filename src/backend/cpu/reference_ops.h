@@ -22,6 +22,7 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, co
 void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out);
+void sample_rows(const Tensor& x, const std::vector<RowSampling>& rows, Tensor& out);
 void argmax_rows(const Tensor& x, Tensor& out);
 
 }  // namespace tessera::cpu::ref

@@ -393,6 +393,26 @@ class CudaBackend final : public Backend {
     cuda::argmax_rows(ptr(x), R, N, ptr<int32_t>(out), stream_);
   }
 
+  void sample_rows(const Tensor& x, const std::vector<RowSampling>& rows, Tensor& out) override {
+    require_f32(x, "sample_rows", "x");
+    require_i32(out, "sample_rows", "out");
+    const int64_t V = x.dim(-1), R = V ? x.numel() / V : 0;
+    TESSERA_CHECK(V > 0 && R == int64_t(rows.size()) && out.numel() == R && V < (int64_t(1) << 31),
+                  "sample_rows: " + shape_str(x.shape()) + " with " + std::to_string(rows.size()) + " rows into " +
+                      shape_str(out.shape()));
+    if (R == 0) return;
+    Tensor host = Tensor::empty(DType::U8, {R * int64_t(sizeof(cuda::SampleParams))});
+    auto* hp = reinterpret_cast<cuda::SampleParams*>(host.raw());
+    for (int64_t r = 0; r < R; ++r) {
+      const RowSampling& s = rows[size_t(r)];
+      hp[r] = {s.temperature, s.top_k, s.top_p, s.min_p, s.u};
+    }
+    const size_t bytes = cuda::sample_rows_workspace(hp, R, V);
+    Tensor params = upload(host), work = bytes ? empty(DType::U8, {int64_t(bytes)}) : Tensor();
+    cuda::sample_rows(ptr(x), static_cast<const cuda::SampleParams*>(params.raw()), R, V,
+                      bytes ? work.raw() : nullptr, bytes, ptr<int32_t>(out), stream_);
+  }
+
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
     require_f32(x, "gather_rows", "x");
     require_i32(rows, "gather_rows", "rows");

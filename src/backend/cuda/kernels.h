@@ -59,6 +59,21 @@ void convert_f32(const float* x, int64_t n, void* out, DType dtype, cudaStream_t
 // out[T, N] += bias[N] (out f32, bf16 or f16)
 void add_bias(void* out, DType out_dtype, const void* bias, DType dtype, int64_t T, int64_t N, cudaStream_t s);
 
+// One row's draw (the layout of backend.h's RowSampling, copied to the device).
+struct SampleParams {
+  float temperature;
+  int top_k;
+  float top_p;
+  float min_p;
+  double u;
+};
+// Bytes of device workspace sample_rows() needs for these rows (0 when no row's cut needs the
+// candidates in order).
+size_t sample_rows_workspace(const SampleParams* host_params, int64_t R, int64_t V);
+// out[r] = backend.h's sample_rows() draw from x [R, V] with params[r] (device memory).
+void sample_rows(const float* x, const SampleParams* params, int64_t R, int64_t V, void* workspace,
+                 size_t workspace_bytes, int32_t* out, cudaStream_t s);
+
 struct AttentionArgs {
   const float* q;  // [T, H, Dh]
   const void* k_cache;
