@@ -21,20 +21,30 @@ __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { retu
 template <>
 __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
 
+// Two 16-bit values as f32 and back (to nearest even); the pair type picks the format.
+__device__ __forceinline__ float2 to_f32x2(__nv_bfloat162 v) { return __bfloat1622float2(v); }
+__device__ __forceinline__ float2 to_f32x2(__half2 v) { return __half22float2(v); }
+__device__ __forceinline__ void from_f32x2(float a, float b, __nv_bfloat162* out) { *out = __floats2bfloat162_rn(a, b); }
+__device__ __forceinline__ void from_f32x2(float a, float b, __half2* out) { *out = __floats2half2_rn(a, b); }
+// The pair type of a 16-bit element type.
+template <class T>
+struct Pair;
+template <>
+struct Pair<__nv_bfloat16> {
+  using type = __nv_bfloat162;
+};
+template <>
+struct Pair<__half> {
+  using type = __half2;
+};
+
 // 8 consecutive 16-bit values (one 16-byte load) widened to f32; the pointer type picks the format.
-__device__ __forceinline__ void unpack8(const uint4& raw, const __nv_bfloat16*, float* f) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+template <class T>
+__device__ __forceinline__ void unpack8(const uint4& raw, const T*, float* f) {
+  const auto* h = reinterpret_cast<const typename Pair<T>::type*>(&raw);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    float2 v = __bfloat1622float2(h[i]);
-    f[2 * i] = v.x, f[2 * i + 1] = v.y;
-  }
-}
-__device__ __forceinline__ void unpack8(const uint4& raw, const __half*, float* f) {
-  const __half2* h = reinterpret_cast<const __half2*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 v = __half22float2(h[i]);
+    float2 v = to_f32x2(h[i]);
     f[2 * i] = v.x, f[2 * i + 1] = v.y;
   }
 }
@@ -53,18 +63,12 @@ __device__ __forceinline__ void store8(float* p, const float* f) {
   reinterpret_cast<float4*>(p)[0] = make_float4(f[0], f[1], f[2], f[3]);
   reinterpret_cast<float4*>(p)[1] = make_float4(f[4], f[5], f[6], f[7]);
 }
-__device__ __forceinline__ void store8(__nv_bfloat16* p, const float* f) {
+template <class T>
+__device__ __forceinline__ void store8(T* p, const float* f) {
   uint4 raw;
-  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&raw);
+  auto* h = reinterpret_cast<typename Pair<T>::type*>(&raw);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-  *reinterpret_cast<uint4*>(p) = raw;
-}
-__device__ __forceinline__ void store8(__half* p, const float* f) {
-  uint4 raw;
-  __half2* h = reinterpret_cast<__half2*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) h[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+  for (int i = 0; i < 4; ++i) from_f32x2(f[2 * i], f[2 * i + 1], &h[i]);
   *reinterpret_cast<uint4*>(p) = raw;
 }
 
