@@ -59,6 +59,7 @@ int run(int argc, char** argv) {
   ec.block_size = 16;
   ec.num_blocks = int((ids.size() + size_t(max_tokens) + 15) / 16) + 1;
   ec.max_model_len = mo.max_model_len;
+  ec.enforce_eager = mo.enforce_eager;
   ec.kv_cache_dtype = rt.kv_cache_dtype;
   ec.scheduler.max_num_batched_tokens = std::max<int>(int(ids.size()), 512);
   Engine engine(*rt.loaded.model, *rt.backend, ec);

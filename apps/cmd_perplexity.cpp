@@ -41,6 +41,7 @@ int run(int argc, char** argv) {
   ec.num_blocks = (context + 15) / 16 + 1;
   ec.max_model_len = std::max(context, mo.max_model_len);
   ec.kv_cache_dtype = rt.kv_cache_dtype;
+  ec.enforce_eager = mo.enforce_eager;
   ec.scheduler.max_num_batched_tokens = context;
   Engine engine(*rt.loaded.model, *rt.backend, ec);
 

@@ -157,6 +157,7 @@ int run(int argc, char** argv) {
   if (mo.model_dir.empty()) mo.model_dir = TESSERA_DEFAULT_MODEL_DIR;
   if (!kv_memory.empty()) ec.kv_cache_bytes = parse_size(kv_memory);
   ec.max_model_len = mo.max_model_len;
+  ec.enforce_eager = mo.enforce_eager;
   if (sc.served_model_name.empty()) {
     auto dir = std::filesystem::path(mo.model_dir).lexically_normal();
     sc.served_model_name =

@@ -20,6 +20,8 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
                  "KV cache element type: auto (the weights' type when 16-bit, else f32), f32, bf16 or f16")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}));
+  app.add_flag("--enforce-eager", o.enforce_eager,
+               "Launch every step's ops one by one (default on a GPU: decode steps replay CUDA graphs)");
 }
 
 void add_sampling_flags(CLI::App& app, SamplingFlags& f) {

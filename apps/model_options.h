@@ -19,6 +19,7 @@ struct ModelOptions {
   int threads = 0;
   int max_model_len = 0;
   std::string kv_cache_dtype = "auto";  // auto, f32, bf16, f16
+  bool enforce_eager = false;           // no CUDA graphs: every step's ops launched one by one
 };
 void add_model_options(CLI::App& app, ModelOptions& o);
 

@@ -76,7 +76,10 @@ run() {
       >"$log_dir/memcheck.log" 2>&1 || status=1
     timeout 120 compute-sanitizer --tool racecheck --error-exitcode 3 "$bin/test_cuda_ops" \
       --gtest_filter='CudaOps.Attention' >"$log_dir/racecheck.log" 2>&1 || status=1
-    tail -n 2 "$log_dir/memcheck.log" "$log_dir/racecheck.log"
+    # Decode steps replaying CUDA graphs, under memcheck (the f32 fixture model).
+    timeout 180 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/test_cuda_models" \
+      --gtest_filter='*MatchCpuBackend/0' >"$log_dir/memcheck_graphs.log" 2>&1 || status=1
+    tail -n 2 "$log_dir/memcheck.log" "$log_dir/memcheck_graphs.log" "$log_dir/racecheck.log"
   fi
   "$bin/bench_cuda" 2>&1 | tee "$log_dir/bench_cuda.log" || status=1
   "$bin/bench_cuda" --context 4096 --steps 5 >"$log_dir/bench_cuda_ctx4096.log" 2>&1 || status=1
@@ -89,7 +92,7 @@ run() {
   echo "== summary"
   grep -h -E '^NMSE|^MODEL' "$log_dir/test_cuda_ops.log" "$log_dir/test_cuda_models.log"
   grep -h -E 'PASSED|FAILED' "$log_dir"/test_*.log
-  [ -f "$log_dir/memcheck.log" ] && grep -H -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log_dir"/*check.log
+  [ -f "$log_dir/memcheck.log" ] && grep -H -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log_dir"/*check*.log
   sed -n '/^measurement/,$p' "$log_dir/bench_cuda.log"
   sed -n '/^measurement/,$p' "$log_dir/bench_cuda_ctx4096.log" | grep decode
   sed -n '/^measurement/,$p' "$log_dir/bench_load.log"

@@ -27,6 +27,7 @@ struct Row {
   // results; scheduling; sampling; the rest of the step.
   double prepare_ms = 0, enqueue_ms = 0, readback_ms = 0, schedule_ms = 0, sample_ms = 0, other_ms = 0;
   double median_ms = 0, max_ms = 0;  // of the decode steps
+  double replayed = 0;               // fraction of the decode steps that replayed a CUDA graph
 };
 
 Row run_batch(Engine& engine, int vocab, int batch, int prompt_len, int gen, const SamplingParams& params,
@@ -74,6 +75,7 @@ Row run_batch(Engine& engine, int vocab, int batch, int prompt_len, int gen, con
   r.readback_ms = (after.run.readback - before.run.readback) * per;
   r.schedule_ms = (after.schedule - before.schedule) * per;
   r.sample_ms = (after.sample - before.sample) * per;
+  r.replayed = decode_steps ? double(after.run.replayed - before.run.replayed) / decode_steps : 0.0;
   r.other_ms = r.step_ms - r.prepare_ms - r.enqueue_ms - r.readback_ms - r.schedule_ms - r.sample_ms;
   if (!step_s.empty()) {
     std::sort(step_s.begin(), step_s.end());
@@ -121,6 +123,17 @@ int run(int argc, char** argv) {
   for (int b : {1, 64})
     if (std::count(batches.begin(), batches.end(), b))
       rows.push_back(run_batch(engine, vocab, b, prompt_len, gen, nucleus, "T 0.8, top_p 0.95"));
+  {
+    // The same steps with every op launched on its own: what the CUDA graphs save.
+    EngineConfig eager_cfg = cfg;
+    eager_cfg.enforce_eager = true;
+    eager_cfg.kv_cache_bytes = size_t(8) << 30;
+    eager_cfg.scheduler.max_num_seqs = 64;
+    Engine eager(*lm.model, *be, eager_cfg);
+    for (int b : {1, 64})
+      if (std::count(batches.begin(), batches.end(), b))
+        rows.push_back(run_batch(eager, vocab, b, prompt_len, gen, greedy, "greedy, eager"));
+  }
 
   std::printf("\n%-6s %-18s %14s %14s %12s\n", "batch", "sampling", "prefill tok/s", "decode tok/s", "ms / step");
   for (const Row& r : rows)
@@ -128,12 +141,12 @@ int run(int argc, char** argv) {
                 r.step_ms);
   std::printf("\nwhere a decode step's time goes, ms: inputs built and uploaded, forward launched, waiting "
               "for the results, scheduling, sampling, the rest\n");
-  std::printf("%-6s %-18s %9s %9s %9s %9s %9s %9s %9s %9s\n", "batch", "sampling", "prepare", "launch", "wait",
-              "schedule", "sample", "rest", "median", "slowest");
+  std::printf("%-6s %-18s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "batch", "sampling", "prepare", "launch", "wait",
+              "schedule", "sample", "rest", "median", "slowest", "replayed");
   for (const Row& r : rows)
-    std::printf("%-6d %-18s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n", r.batch, r.sampling.c_str(),
+    std::printf("%-6d %-18s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.0f%%\n", r.batch, r.sampling.c_str(),
                 r.prepare_ms, r.enqueue_ms, r.readback_ms, r.schedule_ms, r.sample_ms, r.other_ms, r.median_ms,
-                r.max_ms);
+                r.max_ms, 100 * r.replayed);
   return 0;
 }
 

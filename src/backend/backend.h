@@ -7,11 +7,14 @@
 // x and out, silu_mul) take f32, bf16 or f16, computing in f32 and rounding once on output.
 // Every op writes into a caller-provided `out` of the documented shape.
 #pragma once
+#include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/tensor.h"
 
 namespace tessera {
@@ -65,6 +68,12 @@ struct MemoryInfo {
   size_t free = 0;   // CPU: available to new allocations (MemAvailable); CUDA: cudaMemGetInfo's free
 };
 
+// A sequence of a backend's launches recorded by Backend::record() (a CUDA graph).
+class Recording {
+ public:
+  virtual ~Recording() = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -83,6 +92,16 @@ class Backend {
     return out;
   }
   virtual void download(const Tensor& src, void* host_dst) = 0;
+  // Copies host into dst, a tensor of this backend of host's size, in the order of the backend's
+  // work. From host_empty() memory the copy may still be in flight on return: the caller leaves
+  // host alone until a later download() has returned.
+  // The default serves backends that compute in host memory.
+  virtual void upload_to(const Tensor& host, Tensor& dst) {
+    TESSERA_CHECK(dst.device() == Device::CPU && dst.nbytes() == host.nbytes(),
+                  "upload_to: " + std::to_string(host.nbytes()) + " bytes into a tensor of " +
+                      std::to_string(dst.nbytes()));
+    std::memcpy(dst.raw(), host.raw(), host.nbytes());
+  }
   // Host memory that download() fills fastest (page-locked for a GPU, so the copy is one DMA);
   // plain memory on the CPU.
   virtual Tensor host_empty(DType dtype, Shape shape) { return Tensor::empty(dtype, std::move(shape)); }
@@ -92,6 +111,15 @@ class Backend {
   // another product) for `tokens` rows and weights of `weight_dtype`: f32, or that 16-bit dtype
   // where the backend would round the input to it anyway (a GPU's tensor-core products).
   virtual DType linear_input_dtype(DType /*weight_dtype*/, int64_t /*tokens*/) const { return DType::F32; }
+
+  // Recording (a GPU's CUDA graphs): record(ops) captures the launches ops makes, without running
+  // them, and replay() runs them again, each time, over the same memory: one launch for a whole
+  // step. ops may not upload, download or wait for the device. What ops allocates comes from a
+  // pool that recordings share, so a recording's outputs are valid only until another one replays.
+  // nullptr where the backend cannot record (the CPU's ops run as they are called).
+  virtual bool can_record() const { return false; }
+  virtual std::unique_ptr<Recording> record(const std::function<void()>& /*ops*/) { return nullptr; }
+  virtual void replay(const Recording& /*r*/) {}
 
   // out[T, D] = table[ids[t], :] (as f32)
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
@@ -107,7 +135,8 @@ class Backend {
   // x[T, H, Dh] rotated in place at positions[T].
   virtual void rope(Tensor& x, const Tensor& positions, const RopeParams& p) = 0;
   // Writes each new token's k, v [T, Hkv, Dh] to cache rows slots[T] of k_cache, v_cache
-  // [num_blocks * block_size, Hkv, Dh].
+  // [num_blocks * block_size, Hkv, Dh]; a token whose slot is negative is not stored (the empty
+  // sequences that pad a batch to a recorded shape).
   virtual void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache,
                         Tensor& v_cache) = 0;
   // rope(q), rope(k), then store_kv(k, v): a layer's new tokens into the cache in one pass. The

@@ -44,7 +44,7 @@ Engine::Engine(Model& model, Backend& be, const EngineConfig& cfg)
       cache_(allocate_kv_cache(be, kv_spec_, kv_blocks(model, be, cfg, kv_spec_, profiled_), cfg.block_size)),
       blocks_(cache_.num_blocks, cfg.block_size),
       scheduler_(cfg.scheduler, blocks_),
-      runner_(model, be, cache_),
+      runner_(model, be, cache_, /*replay=*/!cfg.enforce_eager),
       draw_on_backend_(be.device() != Device::CPU) {
   if (be.device() != Device::CPU) warm_up();
 }

@@ -22,6 +22,7 @@ struct EngineConfig {
   float gpu_memory_utilization = 0.9f;
   DType kv_cache_dtype = DType::F32;
   int max_model_len = 0;            // 0: the model's max_position_embeddings
+  bool enforce_eager = false;       // never replay recorded decode steps (runner/model_runner.h)
   SchedulerConfig scheduler;
 };
 

@@ -35,7 +35,7 @@ ProfiledBudget profile_kv_budget(Model& model, Backend& be, const KvCacheSpec& s
       s.block_table.assign(size_t((len + block_size - 1) / block_size), 0);
       batch.push_back({&s, len});
     }
-    ModelRunner(model, be, scratch).run(batch);  // downloads the logits: the step has finished
+    ModelRunner(model, be, scratch, /*replay=*/false).run(batch);  // downloads the logits: the step has finished
   }
   MemoryInfo m = be.memory_info();
   b.total = m.total;

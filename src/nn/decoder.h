@@ -41,6 +41,8 @@ class Decoder {
   Tensor forward(const ForwardBatch& fb, KvCache& cache);
   KvCacheSpec kv_spec() const { return {opts_.num_layers, opts_.num_kv_heads, opts_.head_dim}; }
   const DecoderOptions& options() const { return opts_; }
+  // forward() runs the same ops over the same inputs' memory at every step of one shape.
+  bool replayable() const { return !rope_.depends_on_length(); }
 
  private:
   struct Linear {

@@ -17,6 +17,8 @@ class Rope {
   // context).
   const RopeParams& params(int max_position);
   int rotary_dim() const { return rotary_dim_; }
+  // Whether params() changes with the step's positions (dynamic scaling).
+  bool depends_on_length() const { return type_ == "dynamic"; }
   // The context the scaling is made for: max_position_embeddings, or the scaled length for
   // dynamic and yarn scaling (whose configs give the original length).
   static int scaled_context(const HfConfig& cfg);

@@ -1,7 +1,9 @@
 #include "runner/model_runner.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 namespace tessera {
@@ -16,7 +18,24 @@ void lap(Clock::time_point& t, double& sum) {
   t = now;
 }
 
+// Contexts up to this share a recording (their attention is short either way).
+constexpr int kMinContextBucket = 128;
+
 }  // namespace
+
+struct ModelRunner::Replay {
+  Tensor host, inputs;  // the padded inputs: page-locked on the host, and where the recording reads them
+  ForwardBatch fb;      // views of `inputs`
+  std::unique_ptr<Recording> recording;
+  Tensor logits;        // where the recording writes its logits
+  int runs = 0;
+  bool failed = false;  // recording failed (say, out of memory): this shape runs unrecorded
+};
+
+ModelRunner::ModelRunner(Model& model, Backend& be, KvCache& cache, bool replay)
+    : model_(model), be_(be), cache_(cache), replay_(replay && be.can_record() && model.replayable()) {}
+
+ModelRunner::~ModelRunner() = default;
 
 Tensor ModelRunner::upload_i32(const std::vector<int32_t>& v, Shape shape) {
   Tensor host = Tensor::empty(DType::I32, std::move(shape));
@@ -24,63 +43,146 @@ Tensor ModelRunner::upload_i32(const std::vector<int32_t>& v, Shape shape) {
   return be_.upload(host);
 }
 
-StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_rows,
-                            const std::vector<RowSampling>* draws) {
-  auto t = Clock::now();
+ModelRunner::Inputs ModelRunner::flatten(const std::vector<ScheduledSeq>& batch, bool all_rows, int table_width,
+                                         StepLogits& out) const {
   const int bs = cache_.block_size;
-  std::vector<int32_t> ids, positions, slots, starts{0}, context_lens, rows;
-  StepLogits out;
-  int max_blocks = 1, max_query = 0, max_context = 0;
-  for (auto& s : batch) max_blocks = std::max(max_blocks, int(s.seq->block_table.size()));
-
-  std::vector<int32_t> tables(batch.size() * size_t(max_blocks), 0);
+  Inputs in;
+  in.table_width = table_width;
+  if (table_width == 0)
+    for (auto& s : batch) in.table_width = std::max({in.table_width, 1, int(s.seq->block_table.size())});
+  in.tables.assign(batch.size() * size_t(in.table_width), 0);
   for (size_t i = 0; i < batch.size(); ++i) {
     const Sequence& q = *batch[i].seq;
     int begin = q.num_computed_tokens, end = begin + batch[i].num_new_tokens;
     for (int p = begin; p < end; ++p) {
       // Sampling needs the row after the last known token; scoring wants every row.
       if (all_rows || (p == end - 1 && end == q.num_tokens())) {
-        rows.push_back(int32_t(ids.size()));
+        in.rows.push_back(int32_t(in.ids.size()));
         out.seq_index.push_back(int(i));
         out.position.push_back(p);
       }
-      ids.push_back(q.tokens[p]);
-      positions.push_back(p);
-      slots.push_back(q.block_table[p / bs] * bs + p % bs);
+      in.ids.push_back(q.tokens[p]);
+      in.positions.push_back(p);
+      in.slots.push_back(q.block_table[p / bs] * bs + p % bs);
     }
-    starts.push_back(int32_t(ids.size()));
-    context_lens.push_back(end);
-    std::copy(q.block_table.begin(), q.block_table.end(), tables.begin() + i * max_blocks);
-    max_query = std::max(max_query, end - begin);
-    max_context = std::max(max_context, end);
+    in.starts.push_back(int32_t(in.ids.size()));
+    in.context_lens.push_back(end);
+    // Blocks beyond the context (none are read) may not fit a recorded shape's width.
+    const size_t n = std::min(q.block_table.size(), size_t(in.table_width));
+    std::copy_n(q.block_table.begin(), n, in.tables.begin() + i * in.table_width);
+    in.max_query = std::max(in.max_query, end - begin);
+    in.max_context = std::max(in.max_context, end);
   }
+  return in;
+}
 
+bool ModelRunner::replayable(const std::vector<ScheduledSeq>& batch, bool all_rows) const {
+  if (!replay_ || all_rows || batch.empty() || batch.size() > size_t(kMaxReplayedSeqs)) return false;
+  return std::all_of(batch.begin(), batch.end(), [](const ScheduledSeq& s) {
+    return s.num_new_tokens == 1 && s.seq->num_computed_tokens + 1 == s.seq->num_tokens();
+  });
+}
+
+Tensor ModelRunner::forward(const Inputs& in) {
   ForwardBatch fb;
-  fb.num_tokens = int(ids.size());
-  fb.num_logits = int(rows.size());
-  fb.max_position = max_context - 1;
-  fb.token_ids = upload_i32(ids, {fb.num_tokens});
-  fb.slot_mapping = upload_i32(slots, {fb.num_tokens});
-  fb.logits_rows = upload_i32(rows, {fb.num_logits});
-  fb.attn.positions = upload_i32(positions, {fb.num_tokens});
-  fb.attn.seq_starts = upload_i32(starts, {int64_t(starts.size())});
-  fb.attn.context_lens = upload_i32(context_lens, {int64_t(batch.size())});
-  fb.attn.block_tables = upload_i32(tables, {int64_t(batch.size()), max_blocks});
-  fb.attn.num_seqs = int(batch.size());
-  fb.attn.max_blocks = max_blocks;
-  fb.attn.block_size = bs;
-  fb.attn.max_query_len = max_query;
-  fb.attn.max_context_len = max_context;
+  fb.num_tokens = int(in.ids.size());
+  fb.num_logits = int(in.rows.size());
+  fb.max_position = in.max_context - 1;
+  fb.token_ids = upload_i32(in.ids, {fb.num_tokens});
+  fb.slot_mapping = upload_i32(in.slots, {fb.num_tokens});
+  fb.logits_rows = upload_i32(in.rows, {fb.num_logits});
+  fb.attn.positions = upload_i32(in.positions, {fb.num_tokens});
+  fb.attn.seq_starts = upload_i32(in.starts, {int64_t(in.starts.size())});
+  fb.attn.context_lens = upload_i32(in.context_lens, {int64_t(in.context_lens.size())});
+  fb.attn.block_tables = upload_i32(in.tables, {int64_t(in.context_lens.size()), in.table_width});
+  fb.attn.num_seqs = int(in.context_lens.size());
+  fb.attn.max_blocks = in.table_width;
+  fb.attn.block_size = cache_.block_size;
+  fb.attn.max_query_len = in.max_query;
+  fb.attn.max_context_len = in.max_context;
+  return model_.forward(fb, cache_);
+}
 
-  lap(t, times_.prepare);
-  Tensor logits = model_.forward(fb, cache_);
+Tensor ModelRunner::forward_replayed(Inputs in, int seqs, int context) {
+  Replay& r = replays_[{seqs, context}];
+  const int width = in.table_width;
+  if (!r.inputs.defined()) {
+    // One i32 buffer: ids, slots, logits rows, positions [seqs]; starts [seqs + 1]; context
+    // lengths [seqs]; block tables [seqs, width].
+    const int64_t total = 6 * int64_t(seqs) + 1 + int64_t(seqs) * width;
+    r.host = be_.host_empty(DType::I32, {total});
+    r.inputs = be_.empty(DType::I32, {total});
+    int64_t at = 0;
+    auto part = [&](int64_t n) {
+      at += n;
+      return r.inputs.slice_rows(at - n, at);
+    };
+    ForwardBatch& fb = r.fb;
+    fb.token_ids = part(seqs), fb.slot_mapping = part(seqs), fb.logits_rows = part(seqs);
+    fb.attn.positions = part(seqs), fb.attn.seq_starts = part(seqs + 1), fb.attn.context_lens = part(seqs);
+    fb.attn.block_tables = part(int64_t(seqs) * width).reshape({seqs, width});
+    fb.num_tokens = fb.num_logits = fb.attn.num_seqs = seqs;
+    fb.max_position = context - 1;
+    fb.attn.max_blocks = width;
+    fb.attn.block_size = cache_.block_size;
+    fb.attn.max_query_len = 1;
+    fb.attn.max_context_len = context;
+  }
+  // Empty sequences fill the batch: token 0 at position 0, not stored, attending to nothing.
+  for (int i = int(in.ids.size()); i < seqs; ++i) {
+    in.ids.push_back(0), in.slots.push_back(-1), in.rows.push_back(i), in.positions.push_back(0);
+    in.starts.push_back(i + 1), in.context_lens.push_back(0);
+  }
+  in.tables.resize(size_t(seqs) * size_t(width), 0);
+  int32_t* h = r.host.data<int32_t>();
+  for (const auto* v : {&in.ids, &in.slots, &in.rows, &in.positions, &in.starts, &in.context_lens, &in.tables})
+    h = std::copy(v->begin(), v->end(), h);
+  be_.upload_to(r.host, r.inputs);  // r.host is next written after this step's download
+
+  if (!r.recording && !r.failed && r.runs++ > 0) {
+    try {
+      r.recording = be_.record([this, &r] { r.logits = model_.forward(r.fb, cache_); });
+      // Only the address is kept: the block stays in the backend's recording pool, where other
+      // recordings may use it too (backend.h), and it holds these logits until one replays.
+      r.logits = Tensor::view(r.logits.raw(), r.logits.dtype(), r.logits.shape(), nullptr, r.logits.device());
+    } catch (const Error& e) {
+      r.failed = true;
+      std::fprintf(stderr, "tessera: decode steps of %d sequences run unrecorded: %s\n", seqs, e.what());
+    }
+  }
+  if (!r.recording) return model_.forward(r.fb, cache_);
+  be_.replay(*r.recording);
+  ++times_.replayed;
+  return r.logits;
+}
+
+StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_rows,
+                            const std::vector<RowSampling>* draws) {
+  auto t = Clock::now();
+  StepLogits out;
+  Tensor logits;
+  if (replayable(batch, all_rows)) {
+    int longest = 0;
+    for (auto& s : batch) longest = std::max(longest, s.seq->num_tokens());
+    const int seqs = int(std::bit_ceil(unsigned(batch.size())));
+    const int context = int(std::bit_ceil(unsigned(std::max(longest, kMinContextBucket))));
+    const int width = (context + cache_.block_size - 1) / cache_.block_size;
+    Inputs in = flatten(batch, false, width, out);
+    lap(t, times_.prepare);
+    logits = forward_replayed(std::move(in), seqs, context).slice_rows(0, int64_t(batch.size()));
+  } else {
+    Inputs in = flatten(batch, all_rows, 0, out);
+    lap(t, times_.prepare);
+    logits = forward(in);
+  }
+  const int num_logits = int(out.seq_index.size());
   out.vocab = model_.vocab_size();
   if (draws) {
-    TESSERA_CHECK(draws->size() == size_t(fb.num_logits), "runner: " + std::to_string(draws->size()) +
-                                                              " draws for " + std::to_string(fb.num_logits) + " rows");
-    out.ids.resize(size_t(fb.num_logits));
-    if (fb.num_logits > 0) {
-      Tensor ids = be_.empty(DType::I32, {fb.num_logits});
+    TESSERA_CHECK(draws->size() == size_t(num_logits), "runner: " + std::to_string(draws->size()) +
+                                                           " draws for " + std::to_string(num_logits) + " rows");
+    out.ids.resize(size_t(num_logits));
+    if (num_logits > 0) {
+      Tensor ids = be_.empty(DType::I32, {num_logits});
       const bool greedy = std::all_of(draws->begin(), draws->end(), [](const RowSampling& d) { return d.temperature <= 0; });
       if (greedy) be_.argmax_rows(logits, ids);
       else be_.sample_rows(logits, *draws, ids);
@@ -91,7 +193,7 @@ StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_row
     return out;
   }
   lap(t, times_.enqueue);
-  const int64_t n = int64_t(fb.num_logits) * out.vocab;
+  const int64_t n = int64_t(num_logits) * out.vocab;
   if (!logits_host_.defined() || logits_host_.numel() < n) logits_host_ = be_.host_empty(DType::F32, {n});
   if (n > 0) be_.download(logits, logits_host_.raw());
   out.logits = {logits_host_.data<float>(), size_t(n)};

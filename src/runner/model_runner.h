@@ -1,8 +1,19 @@
 // Turns one scheduled step into a flat ForwardBatch (token ids, positions, slot mapping,
 // block tables, logits rows), runs the model on the backend, and returns the logits of the
 // sequences that finish their pending tokens this step.
+//
+// Decode steps (every sequence computes its one newest token) replay a recording of the model's
+// forward where the backend can record (a GPU's CUDA graphs): one launch instead of hundreds.
+// A recording is made per shape: the batch padded with empty sequences to a power of two, and
+// the longest context rounded up to a power of two (the attention's key splits and the block
+// tables' width depend on it). The inputs of a shape live at fixed addresses that each step
+// overwrites; the first step of a shape runs unrecorded (the backend sets up its products'
+// algorithms then), the second records.
 #pragma once
+#include <map>
+#include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "engine/scheduler.h"
@@ -23,11 +34,14 @@ struct RunTimes {
   double prepare = 0;   // building the step's inputs on the host and uploading them
   double enqueue = 0;   // the forward's ops handed to the backend (a GPU's launches)
   double readback = 0;  // from the last launch until the logits or ids are on the host
+  int64_t replayed = 0; // steps that replayed a recording
 };
 
 class ModelRunner {
  public:
-  ModelRunner(Model& model, Backend& be, KvCache& cache) : model_(model), be_(be), cache_(cache) {}
+  // replay: decode steps replay recordings where the backend and the model allow it.
+  ModelRunner(Model& model, Backend& be, KvCache& cache, bool replay = true);
+  ~ModelRunner();
   // all_rows: logits after every new token (scoring a text), not only where sampling happens.
   // draws: one per logits row; the backend chooses the tokens where the logits are (argmax_rows
   // when every row is greedy, else sample_rows) and only the ids come back (on a GPU, 4 bytes a
@@ -37,12 +51,30 @@ class ModelRunner {
   // Sums over every run so far.
   const RunTimes& times() const { return times_; }
 
+  // Largest batch a recording is made for (the products' tuned size classes end there).
+  static constexpr int kMaxReplayedSeqs = 512;
+
  private:
+  // A step's inputs on the host, in ForwardBatch's layout.
+  struct Inputs {
+    std::vector<int32_t> ids, positions, slots, starts{0}, context_lens, rows, tables;
+    int table_width = 1, max_query = 0, max_context = 0;
+  };
+  struct Replay;
+
+  // Flattens the batch; block tables `table_width` wide (0: the widest table's).
+  Inputs flatten(const std::vector<ScheduledSeq>& batch, bool all_rows, int table_width, StepLogits& out) const;
+  bool replayable(const std::vector<ScheduledSeq>& batch, bool all_rows) const;
+  Tensor forward(const Inputs& in);
+  // The decode step's logits for its batch padded to `seqs` rows.
+  Tensor forward_replayed(Inputs in, int seqs, int context);
   Tensor upload_i32(const std::vector<int32_t>& v, Shape shape);
 
   Model& model_;
   Backend& be_;
   KvCache& cache_;
+  const bool replay_;
+  std::map<std::pair<int, int>, Replay> replays_;  // by (padded batch, context bucket)
   Tensor logits_host_;  // reused across steps: page-locked on a GPU, grown as needed
   RunTimes times_;
 };

@@ -239,6 +239,7 @@ OpCase store_kv_case(DType cache, int T, int Hkv, int Dh, int rows, uint64_t see
   std::iota(slots.begin(), slots.end(), 0);
   std::shuffle(slots.begin(), slots.end(), rng.gen);
   slots.resize(T);
+  if (T > 1) slots[T / 2] = -1;  // a padding token: not stored
   Tensor t_slots = i32_tensor(slots);
   std::string name = "store_kv " + dname(cache) + " T=" + std::to_string(T) + " Hkv=" + std::to_string(Hkv) + " Dh=" + std::to_string(Dh);
   // The caches start random (not NaN): a row left unwritten keeps a value that differs from the reference.
@@ -262,6 +263,7 @@ OpCase rope_store_kv_case(DType cache, int T, int H, int Hkv, int Dh, int rotary
   std::iota(slots.begin(), slots.end(), 0);
   std::shuffle(slots.begin(), slots.end(), rng.gen);
   slots.resize(T);
+  if (T > 1) slots[T / 2] = -1;  // a padding token: rotated, not stored
   Tensor t_pos = i32_tensor(pos), t_slots = i32_tensor(slots);
   Tensor inv_freq = Tensor::empty(DType::F32, {rotary_dim / 2});
   for (int i = 0; i < rotary_dim / 2; ++i) inv_freq.data<float>()[i] = std::pow(500000.0f, -2.0f * i / rotary_dim);

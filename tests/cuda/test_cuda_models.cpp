@@ -29,10 +29,12 @@ Limits limits_for(const LoadedModel& m) {
   return {1e-9, true};
 }
 
+// replayed: decode steps that replayed a CUDA graph.
 std::vector<std::vector<int32_t>> greedy(Model& model, Backend& be, const std::vector<std::vector<int32_t>>& prompts,
-                                         int max_tokens) {
+                                         int max_tokens, bool enforce_eager = false, int64_t* replayed = nullptr) {
   EngineConfig cfg;
   cfg.num_blocks = 64;
+  cfg.enforce_eager = enforce_eager;
   Engine engine(model, be, cfg);
   std::vector<int64_t> ids;
   for (auto& p : prompts) {
@@ -45,6 +47,7 @@ std::vector<std::vector<int32_t>> greedy(Model& model, Backend& be, const std::v
   std::vector<std::vector<int32_t>> out(prompts.size());
   while (engine.has_work())
     for (auto& o : engine.step()) out[std::find(ids.begin(), ids.end(), o.seq_id) - ids.begin()].push_back(o.token);
+  if (replayed) *replayed = engine.step_times().run.replayed;
   return out;
 }
 
@@ -75,14 +78,23 @@ TEST_P(CudaModels, MatchCpuBackend) {
 
   std::vector<std::vector<int32_t>> prompts = {{1, 17, 200, 45, 99}, {5}, {}};
   for (int i = 0; i < 40; ++i) prompts[2].push_back(int32_t((i * 13 + 3) % vocab));
-  auto a = greedy(*on_cpu.model, *cpu, prompts, 24), b = greedy(*on_gpu.model, *gpu, prompts, 24);
+  // The GPU's decode steps replay CUDA graphs (not with dynamic rope scaling, whose frequencies
+  // change with the length); eager steps must choose the same tokens.
+  int64_t replayed = 0;
+  auto a = greedy(*on_cpu.model, *cpu, prompts, 24), b = greedy(*on_gpu.model, *gpu, prompts, 24, false, &replayed);
+  auto eager = greedy(*on_gpu.model, *gpu, prompts, 24, /*enforce_eager=*/true);
+  if (on_gpu.model->replayable()) EXPECT_GE(replayed, 15);
+  else EXPECT_EQ(replayed, 0);
   int same = 0, total = 0;
   for (size_t p = 0; p < prompts.size(); ++p) {
     for (size_t i = 0; i < std::min(a[p].size(), b[p].size()); ++i) same += a[p][i] == b[p][i], ++total;
     if (lim.exact_greedy) EXPECT_EQ(a[p], b[p]) << "prompt " << p;
     else EXPECT_EQ(a[p].at(0), b[p].at(0)) << "prompt " << p;
+    if (lim.exact_greedy) EXPECT_EQ(eager[p], b[p]) << "prompt " << p;
+    else EXPECT_EQ(eager[p].at(0), b[p].at(0)) << "prompt " << p;
   }
-  std::printf("MODEL %-14s greedy ids equal to the CPU's: %d / %d\n", GetParam().c_str(), same, total);
+  std::printf("MODEL %-14s greedy ids equal to the CPU's: %d / %d; %lld decode steps replayed\n", GetParam().c_str(),
+              same, total, static_cast<long long>(replayed));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModels,

@@ -145,11 +145,12 @@ void store_kv(ThreadPool& pool, const Tensor& k, const Tensor& v, const Tensor& 
   TESSERA_CHECK(T == 0 || k_cache.numel() / k_cache.dim(0) == row,
                 "store_kv: cache rows of " + shape_str(k_cache.shape()) + " vs k " + shape_str(k.shape()));
   const int32_t* slot = slots.data<int32_t>();
-  for (int64_t t = 0; t < T; ++t) TESSERA_CHECK(slot[t] >= 0 && slot[t] < k_cache.dim(0), "store_kv: slot out of range");
+  for (int64_t t = 0; t < T; ++t) TESSERA_CHECK(slot[t] < k_cache.dim(0), "store_kv: slot out of range");
   with_weight_type(k_cache.dtype(), [&]<class W>() {
     using E = typename W::T;
     pool.parallel_for(T, std::max<int64_t>(1, kMinPerThread / std::max<int64_t>(1, row)), [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
+        if (slot[t] < 0) continue;
         narrow<W>(k.data<float>() + t * row, row, k_cache.data<E>() + slot[t] * row);
         narrow<W>(v.data<float>() + t * row, row, v_cache.data<E>() + slot[t] * row);
       }

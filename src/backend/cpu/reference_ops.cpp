@@ -105,7 +105,8 @@ void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_c
   int64_t T = k.dim(0), row = k.numel() / T;
   for (int64_t t = 0; t < T; ++t) {
     int64_t slot = slots.data<int32_t>()[t];
-    TESSERA_CHECK(slot >= 0 && slot < k_cache.dim(0), "store_kv: slot out of range");
+    TESSERA_CHECK(slot < k_cache.dim(0), "store_kv: slot out of range");
+    if (slot < 0) continue;
     from_f32(k.data<float>() + t * row, row, k_cache, slot * row);
     from_f32(v.data<float>() + t * row, row, v_cache, slot * row);
   }

@@ -91,6 +91,17 @@ class StagedCopier {
   std::unique_ptr<ThreadPool> pool_;
 };
 
+// A CUDA graph instantiated from a stream capture.
+class CudaRecording final : public Recording {
+ public:
+  explicit CudaRecording(cudaGraphExec_t exec) : exec_(exec) {}
+  ~CudaRecording() override { cudaGraphExecDestroy(exec_); }
+  cudaGraphExec_t exec() const { return exec_; }
+
+ private:
+  cudaGraphExec_t exec_;
+};
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device) {
@@ -107,6 +118,7 @@ class CudaBackend final : public Backend {
     smem_optin_ = prop.sharedMemPerBlockOptin;
     TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     alloc_ = std::make_shared<DeviceAllocator>();
+    recording_alloc_ = std::make_shared<DeviceAllocator>(/*keep_blocks=*/true);
     gemm_ = std::make_unique<cuda::Gemm>(stream_);
   }
   ~CudaBackend() override {
@@ -120,8 +132,8 @@ class CudaBackend final : public Backend {
 
   Tensor empty(DType dtype, Shape shape) override {
     size_t bytes = DeviceAllocator::round_size(size_t(std::max<int64_t>(1, shape_numel(shape))) * dtype_size(dtype));
-    void* p = alloc_->allocate(bytes);
-    auto alloc = alloc_;
+    auto alloc = recording_ ? recording_alloc_ : alloc_;
+    void* p = alloc->allocate(bytes);
     std::shared_ptr<void> owner(p, [alloc, bytes](void* q) { alloc->release(q, bytes); });
     return Tensor::view(p, dtype, std::move(shape), std::move(owner), Device::CUDA);
   }
@@ -177,6 +189,43 @@ class CudaBackend final : public Backend {
     require_device(src, "download", "source");
     TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src.raw(), src.nbytes(), cudaMemcpyDeviceToHost, stream_));
     TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void upload_to(const Tensor& host, Tensor& dst) override {
+    require_device(dst, "upload_to", "destination");
+    TESSERA_CHECK(dst.nbytes() == host.nbytes(), "upload_to: " + std::to_string(host.nbytes()) +
+                                                     " bytes into a tensor of " + std::to_string(dst.nbytes()));
+    TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), host.raw(), host.nbytes(), cudaMemcpyHostToDevice, stream_));
+  }
+
+  // Stream capture: the ops' launches become a graph's nodes (a kernel launched as a dependent
+  // keeps its early start as a programmatic edge). Their allocations come from the recording
+  // pool, whose blocks are never freed, so the graph's addresses stay valid; recordings share
+  // the pool as they never run at once (one stream).
+  bool can_record() const override { return true; }
+  std::unique_ptr<Recording> record(const std::function<void()>& ops) override {
+    TESSERA_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+    recording_ = true;
+    cudaGraph_t graph = nullptr;
+    try {
+      ops();
+    } catch (...) {
+      recording_ = false;
+      cudaStreamEndCapture(stream_, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      cudaGetLastError();
+      throw;
+    }
+    recording_ = false;
+    TESSERA_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    TESSERA_CUDA_CHECK(e);
+    return std::make_unique<CudaRecording>(exec);
+  }
+  void replay(const Recording& r) override {
+    TESSERA_CUDA_CHECK(cudaGraphLaunch(static_cast<const CudaRecording&>(r).exec(), stream_));
   }
 
   Tensor host_empty(DType dtype, Shape shape) override {
@@ -448,6 +497,8 @@ class CudaBackend final : public Backend {
   size_t smem_optin_ = 0;
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<DeviceAllocator> alloc_;
+  std::shared_ptr<DeviceAllocator> recording_alloc_;  // what ops allocate while recording
+  bool recording_ = false;
   std::unique_ptr<cuda::Gemm> gemm_;
   StagedCopier staging_;
 };

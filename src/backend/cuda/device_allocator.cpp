@@ -4,7 +4,7 @@
 
 namespace tessera::cuda {
 
-DeviceAllocator::~DeviceAllocator() { trim(); }
+DeviceAllocator::~DeviceAllocator() { free_all(); }
 
 size_t DeviceAllocator::round_size(size_t bytes) {
   // Small blocks in 512-byte steps, large ones in 2 MiB steps: a step's shapes repeat, so
@@ -48,6 +48,10 @@ void DeviceAllocator::release(void* p, size_t bytes) {
 }
 
 void DeviceAllocator::trim() {
+  if (!keep_blocks_) free_all();
+}
+
+void DeviceAllocator::free_all() {
   std::lock_guard lock(mu_);
   for (auto& [size, blocks] : free_)
     for (void* p : blocks) cudaFree(p);

@@ -24,6 +24,12 @@ int alignment(const void* p) {
   return a;
 }
 
+bool capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  TESSERA_CUDA_CHECK(cudaStreamIsCapturing(s, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
 }  // namespace
 
 Gemm::Gemm(cudaStream_t stream) : stream_(stream) {
@@ -86,9 +92,10 @@ const Gemm::Plan& Gemm::plan(const Key& key, const void* a, const void* w, void*
             CUBLAS_STATUS_SUCCESS &&
         check.workspaceSize <= workspace_bytes_)
       p.algo = known->second;
-  } else if (found > 1) {
+  } else if (found > 1 && !capturing(stream_)) {
     // Time each candidate (3 runs after a warm-up) on this call's operands; out is rewritten
-    // by the real product afterwards.
+    // by the real product afterwards. (Not while the stream is being recorded: nothing runs
+    // then, and a bucket first met there keeps the heuristic's choice for that shape.)
     cudaEvent_t start, stop;
     TESSERA_CUDA_CHECK(cudaEventCreate(&start));
     TESSERA_CUDA_CHECK(cudaEventCreate(&stop));
