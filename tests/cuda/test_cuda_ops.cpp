@@ -367,6 +367,16 @@ TEST(CudaOps, Attention) {
       {"decode GQA16 (row kernel)", {1}, {100}, 16, 1, 64, 16, 0, 0.0f, DType::F32},
       {"decode x64 ctx 512", std::vector<int>(64, 1), std::vector<int>(64, 512), 32, 8, 128, 16, 0, 0.0f,
        DType::BF16},
+      // Tensor-core decode (bf16, >= 64 sequence x kv head blocks): first keys, tile edges, splits.
+      {"decode x8 TC 1..2048 keys", std::vector<int>(8, 1), {1, 2, 63, 64, 65, 700, 1500, 2048}, 32, 8, 128, 16, 0,
+       0.0f, DType::BF16},
+      {"decode x32 TC window 50 softcap 30 Dh256", std::vector<int>(32, 1),
+       {1, 9, 17, 33, 49, 50, 51, 65, 81, 97, 113, 129, 145, 161, 177, 193, 209, 225, 241, 257, 273, 289, 305,
+        321, 337, 353, 369, 385, 401, 417, 433, 449},
+       4, 2, 256, 16, 50, 30.0f, DType::BF16},
+      {"decode x16 TC GQA16 Dh64", std::vector<int>(16, 1),
+       {3, 40, 77, 114, 151, 188, 225, 262, 299, 336, 373, 410, 447, 484, 521, 900}, 64, 4, 64, 8, 0, 0.0f,
+       DType::BF16},
   };
   for (const AttnCase& c : cases) run_attention_case(*be, c, rng);
 }

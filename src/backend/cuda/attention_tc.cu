@@ -268,6 +268,200 @@ void launch(const AttentionArgs& a, int q_tiles, int splits, float* partial, cud
   flash_kernel<DH><<<grid, kThreads, Layout<DH>::bytes, s>>>(a, q_tiles, partial);
 }
 
+// Decode (one new token per sequence): one block per (sequence, kv head, key split). The group's
+// G query heads are the rows of one 16-row mma tile, so its Q fragments stay in registers; the
+// block loads 64-key tiles as above and each warp takes 16 keys of every tile, keeping its own
+// running max, sum and accumulator (four times the prefill kernel's parallelism for one row
+// tile). The warps merge through shared memory at the end.
+template <int DH>
+struct DecodeLayout {
+  static constexpr int kLd = DH + 8;
+  static constexpr size_t tile = size_t(kKeys) * kLd * 2;
+  static constexpr size_t q = 0;
+  static constexpr size_t kv = q + size_t(16) * kLd * 2;  // [2 buffers][K, V] tiles, then the warps' merge
+  static constexpr size_t merge = size_t(kWarps) * 16 * (DH + 2) * 4;
+  static constexpr size_t bytes = kv + (4 * tile > merge ? 4 * tile : merge);
+};
+
+template <int DH>
+__global__ void __launch_bounds__(kThreads) flash_decode_kernel(AttentionArgs a, float* partial) {
+  using L = DecodeLayout<DH>;
+  constexpr int kLd = L::kLd, kChunks = DH / 8;
+  extern __shared__ __align__(128) unsigned char smem[];
+  KV* sq = reinterpret_cast<KV*>(smem + L::q);
+  auto sk = [&](int buf) { return reinterpret_cast<KV*>(smem + L::kv + (2 * buf) * L::tile); };
+  auto sv = [&](int buf) { return reinterpret_cast<KV*>(smem + L::kv + (2 * buf + 1) * L::tile); };
+
+  allow_next();
+  wait_for_previous();
+  const int seq = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
+  const int G = int(a.H / a.Hkv), t = a.seq_starts[seq];
+  if (a.seq_starts[seq + 1] <= t) return;  // no new token: the whole block leaves
+  const int qpos = a.positions[t];
+  const int first = a.sliding_window > 0 ? max(0, qpos - a.sliding_window + 1) : 0;
+  const int last = min(qpos, a.context_lens[seq] - 1);
+  const int tiles = last >= first ? (last - first) / kKeys + 1 : 0, per = (tiles + splits - 1) / splits;
+  const int tile_begin = split * per, tile_end = min(tiles, tile_begin + per);
+  const int32_t* table = a.block_tables + int64_t(seq) * a.max_blocks;
+  const KV* kc = static_cast<const KV*>(a.k_cache);
+  const KV* vc = static_cast<const KV*>(a.v_cache);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+
+  auto load_tile = [&](int tile, int buf) {
+    const int j0 = first + tile * kKeys;
+    for (int c = tid; c < kKeys * kChunks; c += kThreads) {
+      int kk = c / kChunks, ch = c % kChunks, j = j0 + kk;
+      bool valid = j <= last;
+      int64_t off = 0;
+      if (valid) off = ((int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size) * a.Hkv + kvh) * DH;
+      cp_async16(sk(buf) + kk * kLd + ch * 8, kc + off + ch * 8, valid);
+      cp_async16(sv(buf) + kk * kLd + ch * 8, vc + off + ch * 8, valid);
+    }
+    cp_async_commit();
+  };
+  if (tile_begin < tile_end) load_tile(tile_begin, 0);
+
+  for (int e = tid; e < 16 * DH; e += kThreads) {
+    int r = e / DH, d = e % DH;
+    float v = r < G ? a.q[(int64_t(t) * a.H + kvh * G + r) * DH + d] : 0.0f;
+    sq[r * kLd + d] = __float2bfloat16_rn(v);
+  }
+  __syncthreads();
+  // ldmatrix: lane l addresses row l % 8 of 8×8 matrix l / 8.
+  const int mi = lane / 8, mr = lane % 8;
+  unsigned qa[DH / 16][4];
+#pragma unroll
+  for (int kd = 0; kd < DH / 16; ++kd) ldmatrix_x4(qa[kd], sq + (mr + (mi & 1) * 8) * kLd + kd * 16 + (mi >> 1) * 8);
+
+  // This thread's rows: heads lane / 4 and lane / 4 + 8 of the group (those below G are real).
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float o[DH / 8][4];
+#pragma unroll
+  for (int n = 0; n < DH / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  const float qk_scale = a.scale * kLog2e;
+  const int k0 = 16 * warp;  // this warp's keys in each tile
+
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    const int buf = (tile - tile_begin) & 1;
+    if (tile + 1 < tile_end) {
+      load_tile(tile + 1, buf ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const KV* k_tile = sk(buf);
+    const KV* v_tile = sv(buf);
+    float s[2][4] = {};
+#pragma unroll
+    for (int kd = 0; kd < DH / 16; ++kd) {
+      unsigned kb[4];
+      ldmatrix_x4(kb, k_tile + (k0 + mr + (mi >> 1) * 8) * kLd + kd * 16 + (mi & 1) * 8);
+      mma(s[0], qa[kd], kb[0], kb[1]);
+      mma(s[1], qa[kd], kb[2], kb[3]);
+    }
+    const int j0 = first + tile * kKeys + k0 + 2 * (lane % 4);
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e / 2, j = j0 + 8 * n + (e & 1);
+        float v = s[n][e];
+        if (a.softcap > 0.0f) v = a.softcap * tanhf(v * a.scale / a.softcap) * kLog2e;
+        else v *= qk_scale;
+        v = j <= last ? v : -INFINITY;
+        s[n][e] = v;
+        mx[h] = fmaxf(mx[h], v);
+      }
+    }
+    float corr[2], base[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+      const float m_new = fmaxf(m[h], mx[h]);
+      base[h] = m_new == -INFINITY ? 0.0f : m_new;
+      corr[h] = fast_exp2(m[h] - base[h]);
+      m[h] = m_new;
+      l[h] *= corr[h];
+    }
+#pragma unroll
+    for (int n = 0; n < DH / 8; ++n) {
+      o[n][0] *= corr[0], o[n][1] *= corr[0];
+      o[n][2] *= corr[1], o[n][3] *= corr[1];
+    }
+    unsigned pa[4];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      float p0 = fast_exp2(s[n][0] - base[0]), p1 = fast_exp2(s[n][1] - base[0]);
+      float p2 = fast_exp2(s[n][2] - base[1]), p3 = fast_exp2(s[n][3] - base[1]);
+      l[0] += p0 + p1, l[1] += p2 + p3;
+      pa[n * 2] = pack_bf16(p0, p1);
+      pa[n * 2 + 1] = pack_bf16(p2, p3);
+    }
+#pragma unroll
+    for (int dp = 0; dp < DH / 16; ++dp) {
+      unsigned vb[4];
+      ldmatrix_x4_trans(vb, v_tile + (k0 + mr + (mi & 1) * 8) * kLd + dp * 16 + (mi >> 1) * 8);
+      mma(o[2 * dp], pa, vb[0], vb[1]);
+      mma(o[2 * dp + 1], pa, vb[2], vb[3]);
+    }
+    __syncthreads();  // every warp is done with this buffer before it is refilled
+  }
+
+  // Each warp's rows (max and sum in log2 units, unnormalised output) into shared memory.
+  float* merge = reinterpret_cast<float*>(smem + L::kv);
+  auto slot = [&](int w, int r) { return merge + (w * 16 + r) * (DH + 2); };
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    const int r = lane / 4 + 8 * h;
+    if (r >= G) continue;
+    float* p = slot(warp, r);
+    const int c = 2 * (lane % 4);
+#pragma unroll
+    for (int n = 0; n < DH / 8; ++n) p[8 * n + c] = o[n][2 * h], p[8 * n + c + 1] = o[n][2 * h + 1];
+    if (lane % 4 == 0) p[DH] = m[h], p[DH + 1] = l[h];
+  }
+  __syncthreads();
+  for (int e = tid; e < G * DH; e += kThreads) {
+    const int r = e / DH, d = e % DH;
+    float mx = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, slot(w, r)[DH]);
+    float sum = 0.0f, acc = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float* p = slot(w, r);
+      if (p[DH] == -INFINITY) continue;  // a warp that saw no keys
+      const float f = fast_exp2(p[DH] - mx);
+      sum += p[DH + 1] * f;
+      acc += p[d] * f;
+    }
+    const int64_t th = int64_t(t) * a.H + kvh * G + r;
+    if (splits == 1) {
+      a.out[th * DH + d] = sum > 0.0f ? acc / sum : 0.0f;
+    } else {
+      float* pp = partial + (th * splits + split) * (DH + 2);
+      pp[d] = acc;
+      if (d == 0) pp[DH] = sum > 0.0f ? mx * kLn2 : -INFINITY, pp[DH + 1] = sum;
+    }
+  }
+}
+
+template <int DH>
+void launch_decode(const AttentionArgs& a, int splits, float* partial, cudaStream_t s) {
+  static bool configured = false;
+  if (!configured) {
+    check(cudaFuncSetAttribute(flash_decode_kernel<DH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(DecodeLayout<DH>::bytes)),
+          "flash decode shared memory");
+    configured = true;
+  }
+  dim3 grid(unsigned(a.num_seqs), unsigned(a.Hkv), unsigned(splits));
+  launch_dependent(flash_decode_kernel<DH>, grid, dim3(kThreads), DecodeLayout<DH>::bytes, s, a, partial);
+}
+
 }  // namespace
 
 int flash_attention_tiles(const AttentionArgs& a, int max_query_len, size_t smem_limit) {
@@ -286,6 +480,30 @@ void flash_attention(const AttentionArgs& a, int q_tiles, int splits, float* par
     default: throw Error("flash attention: unsupported head_dim " + std::to_string(a.Dh));
   }
   check_launch("flash attention");
+  if (splits > 1) combine_partials(partial, a.T * a.H, splits, a.Dh, a.out, s);
+}
+
+}  // namespace tessera::cuda
+
+namespace tessera::cuda {
+
+bool flash_decode_applies(const AttentionArgs& a, int max_query_len, size_t smem_limit) {
+  size_t smem = a.Dh == 64    ? DecodeLayout<64>::bytes
+                : a.Dh == 128 ? DecodeLayout<128>::bytes
+                : a.Dh == 256 ? DecodeLayout<256>::bytes
+                              : 0;
+  return max_query_len == 1 && a.cache_dtype == DType::BF16 && smem > 0 && smem <= smem_limit && a.H % a.Hkv == 0 &&
+         a.H / a.Hkv <= 16;
+}
+
+void flash_decode(const AttentionArgs& a, int splits, float* partial, cudaStream_t s) {
+  switch (a.Dh) {
+    case 64: launch_decode<64>(a, splits, partial, s); break;
+    case 128: launch_decode<128>(a, splits, partial, s); break;
+    case 256: launch_decode<256>(a, splits, partial, s); break;
+    default: throw Error("flash decode: unsupported head_dim " + std::to_string(a.Dh));
+  }
+  check_launch("flash decode");
   if (splits > 1) combine_partials(partial, a.T * a.H, splits, a.Dh, a.out, s);
 }
 

@@ -387,17 +387,27 @@ class CudaBackend final : public Backend {
     a.scale = p.scale, a.softcap = p.softcap, a.sliding_window = p.sliding_window;
     TESSERA_CHECK(kc.dim(2) == a.Dh, "attention: cache head_dim differs from q's");
     // Decode steps, then the tensor-core kernel, then the general one (any shape and dtype).
-    bool decode = cuda::decode_attention_applies(a, m.max_query_len);
-    int q_tiles = decode ? 0 : cuda::flash_attention_tiles(a, m.max_query_len, smem_optin_);
-    int64_t blocks = q_tiles > 0 ? int64_t(m.num_seqs) * q_tiles * a.Hkv : a.T * a.Hkv;
+    // Decode steps of bf16 caches on the tensor cores once (sequence, kv head) blocks fill a
+    // grid, else the CUDA-core decode kernel; then the tensor-core prefill kernel, then the
+    // general one (any shape and dtype). Measured on the H200 (8B shapes, contexts 512 and
+    // 4096): the tensor-core decode is 1.3-1.45x faster from 64 blocks (batch 8) up, and 7%
+    // slower at 8 (batch 1).
+    const int64_t seq_blocks = int64_t(m.num_seqs) * a.Hkv;
+    const bool flash_decode = seq_blocks >= kFlashDecodeMinBlocks && cuda::flash_decode_applies(a, m.max_query_len, smem_optin_);
+    const bool decode = !flash_decode && cuda::decode_attention_applies(a, m.max_query_len);
+    int q_tiles = decode || flash_decode ? 0 : cuda::flash_attention_tiles(a, m.max_query_len, smem_optin_);
+    int64_t blocks = q_tiles > 0 ? seq_blocks * q_tiles : a.T * a.Hkv;
     // Decode: up to 8 blocks per SM; small grids split into ranges of 64 keys, grids that fill
     // the GPU only long contexts (at 512 keys the merge costs more than the split gains).
-    int splits = decode ? attention_splits(blocks, m.max_context_len, blocks < 2 * sm_count_ ? 64 : 512, 8)
-                        : attention_splits(blocks, m.max_context_len, 128, 2);
+    // Tensor-core decode: up to 4 blocks per SM, in ranges of at least 64 keys.
+    int splits = decode         ? attention_splits(blocks, m.max_context_len, blocks < 2 * sm_count_ ? 64 : 512, 8)
+                 : flash_decode ? attention_splits(blocks, m.max_context_len, 64, 4)
+                                : attention_splits(blocks, m.max_context_len, 128, 2);
     Tensor partial;
     if (splits > 1) partial = empty(DType::F32, {a.T * a.H * splits * (a.Dh + 2)});
     float* part = splits > 1 ? ptr(partial) : nullptr;
-    if (decode) cuda::decode_attention(a, splits, part, sm_count_, stream_);
+    if (flash_decode) cuda::flash_decode(a, splits, part, stream_);
+    else if (decode) cuda::decode_attention(a, splits, part, sm_count_, stream_);
     else if (q_tiles > 0) cuda::flash_attention(a, q_tiles, splits, part, stream_);
     else cuda::attention(a, splits, part, stream_);
   }
@@ -491,6 +501,7 @@ class CudaBackend final : public Backend {
   // are efficient and the scatter would cost), when a part is narrower than kNarrowRows (wide
   // parts such as gate/up measured faster apart).
   static constexpr int64_t kStackedMaxTokens = 512, kNarrowRows = 4096;
+  static constexpr int64_t kFlashDecodeMinBlocks = 64;
 
   std::string name_;
   int sm_count_ = 1;

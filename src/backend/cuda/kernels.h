@@ -106,5 +106,9 @@ void decode_attention(const AttentionArgs& a, int splits, float* partial, int sm
 // apply (then use attention()). smem_limit: the device's opt-in shared memory per block.
 int flash_attention_tiles(const AttentionArgs& a, int max_query_len, size_t smem_limit);
 void flash_attention(const AttentionArgs& a, int q_tiles, int splits, float* partial, cudaStream_t s);
+// Its decode form (one new token per sequence, bf16 caches, up to 16 query heads per kv head):
+// one block per (sequence, kv head, split), the warps sharing out each tile's keys.
+bool flash_decode_applies(const AttentionArgs& a, int max_query_len, size_t smem_limit);
+void flash_decode(const AttentionArgs& a, int splits, float* partial, cudaStream_t s);
 
 }  // namespace tessera::cuda
