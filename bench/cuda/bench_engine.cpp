@@ -116,6 +116,9 @@ int run(int argc, char** argv) {
   SamplingParams nucleus;
   nucleus.temperature = 0.8f;
   nucleus.top_p = 0.95f;
+  SamplingParams penalised = nucleus;
+  penalised.repetition_penalty = 1.1f;
+  penalised.frequency_penalty = 0.3f;
   const int vocab = lm.model->vocab_size();
   run_batch(engine, vocab, 1, 32, 8, greedy, "warm-up");
   std::vector<Row> rows;
@@ -123,6 +126,9 @@ int run(int argc, char** argv) {
   for (int b : {1, 64})
     if (std::count(batches.begin(), batches.end(), b))
       rows.push_back(run_batch(engine, vocab, b, prompt_len, gen, nucleus, "T 0.8, top_p 0.95"));
+  for (int b : {1, 64})
+    if (std::count(batches.begin(), batches.end(), b))
+      rows.push_back(run_batch(engine, vocab, b, prompt_len, gen, penalised, "+ rep 1.1, freq 0.3"));
   {
     // The same steps with every op launched on its own: what the CUDA graphs save.
     EngineConfig eager_cfg = cfg;

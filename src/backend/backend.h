@@ -62,6 +62,26 @@ struct RowSampling {
   double u = 0;           // uniform in [0, 1): which token the draw lands on
 };
 
+// One logit changed before a draw (argmax_rows, sample_rows), as the host sampler changes it for
+// penalties and logit bias (engine/sampler.h). Each step runs where its bit of `ops` is set, in
+// this order, rounding once: divided by `repetition` if positive else multiplied by it;
+// `subtract` taken away; `add` added.
+struct LogitEdit {
+  static constexpr uint32_t kRepetition = 1, kSubtract = 2, kAdd = 4;
+  int32_t row = 0, token = 0;
+  uint32_t ops = 0;
+  float repetition = 1, subtract = 0, add = 0;
+};
+
+// Throws unless every edit addresses a logit of x [R, V].
+inline void check_logit_edits(const Tensor& x, const std::vector<LogitEdit>& edits) {
+  const int64_t V = x.dim(-1), R = V ? x.numel() / V : 0;
+  for (const LogitEdit& e : edits)
+    TESSERA_CHECK(e.row >= 0 && e.row < R && e.token >= 0 && e.token < V,
+                  "edit_logits: logit (" + std::to_string(e.row) + ", " + std::to_string(e.token) + ") outside " +
+                      shape_str(x.shape()));
+}
+
 // Memory of the device a backend computes on, in bytes.
 struct MemoryInfo {
   size_t total = 0;  // CPU: physical memory; CUDA: the GPU's memory
@@ -173,6 +193,8 @@ class Backend {
   // most likely one; the token is the first whose cumulative probability exceeds u times the
   // kept mass. Sampling where the logits are: only the ids travel.
   virtual void sample_rows(const Tensor& x, const std::vector<RowSampling>& rows, Tensor& out) = 0;
+  // x [R, V] edited in place: at most one edit per (row, token), every one in range.
+  virtual void edit_logits(Tensor& x, const std::vector<LogitEdit>& edits) = 0;
 };
 
 struct CpuOptions {

@@ -67,7 +67,7 @@ void Engine::warm_up() {
   for (int n = 1;; n = std::min(2 * n, most)) {
     std::vector<ScheduledSeq> batch;
     for (int i = 0; i < n; ++i) batch.push_back({&seqs[size_t(i)], 1});
-    const std::vector<RowSampling> greedy(static_cast<size_t>(n));
+    const Draws greedy{std::vector<RowSampling>(static_cast<size_t>(n)), {}};
     runner_.run(batch, /*all_rows=*/false, &greedy);
     if (n == most) break;
   }
@@ -130,11 +130,28 @@ std::vector<TokenOutput> Engine::step() {
   const bool on_backend = std::all_of(batch.begin(), batch.end(), [&](const ScheduledSeq& b) {
     return is_plain_argmax(b.seq->params) || (draw_on_backend_ && is_backend_drawable(b.seq->params));
   });
-  std::vector<RowSampling> draws;
-  if (on_backend)
+  Draws draws;
+  if (on_backend) {
+    auto t = Clock::now();
+    std::vector<const Sequence*> sampled;
     for (const ScheduledSeq& b : batch)
-      if (b.seq->num_computed_tokens + b.num_new_tokens == b.seq->num_tokens())
-        draws.push_back(backend_draw(b.seq->params, b.seq->rng));
+      if (b.seq->num_computed_tokens + b.num_new_tokens == b.seq->num_tokens()) {
+        draws.rows.push_back(backend_draw(b.seq->params, b.seq->rng));
+        sampled.push_back(b.seq);
+      }
+    // Penalties and logit bias become edits of the rows on the backend, one row per thread (each
+    // sorts its sequence's tokens).
+    std::vector<std::vector<LogitEdit>> edits(sampled.size());
+    const bool any = std::any_of(sampled.begin(), sampled.end(), [](const Sequence* s) { return has_penalties(s->params); });
+    if (any) ThreadPool::global().parallel_for(int64_t(sampled.size()), 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const Sequence& s = *sampled[size_t(r)];
+        append_logit_edits(s.params, s.tokens, s.num_prompt_tokens, model_.vocab_size(), int32_t(r), edits[size_t(r)]);
+      }
+    });
+    for (const auto& e : edits) draws.edits.insert(draws.edits.end(), e.begin(), e.end());
+    times_.sample += seconds_since(t);
+  }
   StepLogits logits = runner_.run(batch, /*all_rows=*/false, on_backend ? &draws : nullptr);
   auto t1 = Clock::now();
 

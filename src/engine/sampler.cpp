@@ -244,9 +244,9 @@ int32_t draw(const float* v, int V, const SamplingParams& p, Rng& rng, Scratch& 
   return ids[pick];
 }
 
-bool has_penalties(const SamplingParams& p) {
-  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f ||
-         !p.logit_bias.empty();
+// What the presence and frequency penalties take from a token seen `count` times in the output.
+float count_penalty(const SamplingParams& p, int count) {
+  return p.presence_penalty + p.frequency_penalty * float(count);
 }
 
 // The row with penalties and logit bias applied, copied into s.row. Only the sequence's
@@ -273,7 +273,7 @@ float* penalised_row(const float* logits, int V, const SamplingParams& p, const 
       for (j = i; j < h.size() && h[j] == h[i];) ++j;
       int32_t t = h[i];
       int c = int(j - i);
-      if (t >= 0 && t < V) l[t] -= p.presence_penalty + p.frequency_penalty * float(c);
+      if (t >= 0 && t < V) l[t] -= count_penalty(p, c);
     }
   }
   for (auto [t, b] : p.logit_bias)
@@ -321,7 +321,58 @@ std::vector<float> log_softmax(const float* logits, int n) {
   return out;
 }
 
-bool is_backend_drawable(const SamplingParams& p) { return !has_penalties(p) && p.logprobs < 0; }
+bool has_penalties(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f ||
+         !p.logit_bias.empty();
+}
+
+bool is_backend_drawable(const SamplingParams& p) {
+  if (p.logprobs >= 0) return false;
+  std::vector<int32_t> biased;
+  for (auto [t, b] : p.logit_bias) biased.push_back(t);
+  std::sort(biased.begin(), biased.end());
+  return std::adjacent_find(biased.begin(), biased.end()) == biased.end();
+}
+
+void append_logit_edits(const SamplingParams& p, const std::vector<int32_t>& tokens, int num_prompt, int V,
+                        int32_t row, std::vector<LogitEdit>& out) {
+  auto outside = [V](int32_t t) { return t < 0 || t >= V; };
+  std::vector<int32_t> seen, generated;  // sorted: every distinct token (repetition), output tokens (counts)
+  if (p.repetition_penalty != 1.0f) {
+    seen = tokens;
+    std::erase_if(seen, outside);
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+  }
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    const size_t first = std::min(size_t(std::max(num_prompt, 0)), tokens.size());
+    generated.assign(tokens.begin() + std::ptrdiff_t(first), tokens.end());
+    std::erase_if(generated, outside);
+    std::sort(generated.begin(), generated.end());
+  }
+  const size_t begin = out.size();
+  for (size_t i = 0, j = 0; i < seen.size() || j < generated.size();) {
+    const int32_t t = j == generated.size() || (i < seen.size() && seen[i] <= generated[j]) ? seen[i] : generated[j];
+    LogitEdit e{row, t};
+    if (i < seen.size() && seen[i] == t) e.ops |= LogitEdit::kRepetition, e.repetition = p.repetition_penalty, ++i;
+    const size_t k = j;
+    while (j < generated.size() && generated[j] == t) ++j;
+    if (j > k) e.ops |= LogitEdit::kSubtract, e.subtract = count_penalty(p, int(j - k));
+    out.push_back(e);
+  }
+  // The bias of a token already edited joins its edit (the penalised edits are sorted by token).
+  const size_t penalised = out.size();
+  for (auto [t, b] : p.logit_bias) {
+    if (outside(t)) continue;
+    auto it = std::lower_bound(out.begin() + std::ptrdiff_t(begin), out.begin() + std::ptrdiff_t(penalised), t,
+                               [](const LogitEdit& e, int32_t token) { return e.token < token; });
+    if (it == out.begin() + std::ptrdiff_t(penalised) || it->token != t) {
+      out.push_back({row, t});
+      it = out.end() - 1;
+    }
+    it->ops |= LogitEdit::kAdd, it->add = b;
+  }
+}
 
 RowSampling backend_draw(const SamplingParams& p, Rng& rng) {
   RowSampling d{p.temperature, p.top_k, p.top_p, p.min_p, 0.0};

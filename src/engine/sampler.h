@@ -35,12 +35,20 @@ using Rng = std::mt19937_64;
 // Greedy with nothing that changes the logits or needs their distribution: the token is the
 // logits' argmax, which the backend can take where the logits are.
 bool is_plain_argmax(const SamplingParams& p);
-// Nothing the backend's sample_rows() lacks (penalties, logit bias, logprobs): the draw can be
-// made where the logits are.
+// Penalties or logit bias: the row changes before the draw.
+bool has_penalties(const SamplingParams& p);
+// Nothing a backend's draw lacks (logprobs need the whole row on the host; a logit bias naming a
+// token twice is applied twice in order there): the draw can be made where the logits are, as
+// append_logit_edits() and then Backend::sample_rows() or argmax_rows().
 bool is_backend_drawable(const SamplingParams& p);
 // The draw sample() would make for these parameters, for Backend::sample_rows(): its uniform is
 // taken from rng exactly as sample() takes it, so a seed gives the same tokens either way.
 RowSampling backend_draw(const SamplingParams& p, Rng& rng);
+// The changes sample() makes to the row of a sequence with `tokens` (the first num_prompt_tokens
+// its prompt) for penalties and logit bias, as edits of row `row` for Backend::edit_logits(): one
+// per token touched, with the same values and operations.
+void append_logit_edits(const SamplingParams& p, const std::vector<int32_t>& tokens, int num_prompt_tokens,
+                        int vocab_size, int32_t row, std::vector<LogitEdit>& out);
 
 SampleResult sample(const float* logits, int vocab_size, const SamplingParams& params,
                     const std::vector<int32_t>& tokens, int num_prompt_tokens, Rng& rng);

@@ -156,8 +156,7 @@ Tensor ModelRunner::forward_replayed(Inputs in, int seqs, int context) {
   return r.logits;
 }
 
-StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_rows,
-                            const std::vector<RowSampling>* draws) {
+StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_rows, const Draws* draws) {
   auto t = Clock::now();
   StepLogits out;
   Tensor logits;
@@ -178,14 +177,16 @@ StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_row
   const int num_logits = int(out.seq_index.size());
   out.vocab = model_.vocab_size();
   if (draws) {
-    TESSERA_CHECK(draws->size() == size_t(num_logits), "runner: " + std::to_string(draws->size()) +
-                                                           " draws for " + std::to_string(num_logits) + " rows");
+    const std::vector<RowSampling>& rows = draws->rows;
+    TESSERA_CHECK(rows.size() == size_t(num_logits), "runner: " + std::to_string(rows.size()) + " draws for " +
+                                                         std::to_string(num_logits) + " rows");
     out.ids.resize(size_t(num_logits));
     if (num_logits > 0) {
       Tensor ids = be_.empty(DType::I32, {num_logits});
-      const bool greedy = std::all_of(draws->begin(), draws->end(), [](const RowSampling& d) { return d.temperature <= 0; });
+      if (!draws->edits.empty()) be_.edit_logits(logits, draws->edits);
+      const bool greedy = std::all_of(rows.begin(), rows.end(), [](const RowSampling& d) { return d.temperature <= 0; });
       if (greedy) be_.argmax_rows(logits, ids);
-      else be_.sample_rows(logits, *draws, ids);
+      else be_.sample_rows(logits, rows, ids);
       lap(t, times_.enqueue);
       be_.download(ids, out.ids.data());
     }

@@ -29,6 +29,13 @@ struct StepLogits {
   int vocab = 0;
 };
 
+// The backend's draw of each logits row (ModelRunner::run): rows[i] for row i, after the edits
+// of penalties and logit bias (Backend::edit_logits).
+struct Draws {
+  std::vector<RowSampling> rows;
+  std::vector<LogitEdit> edits;
+};
+
 // Where a run's wall time went, in seconds (host clock).
 struct RunTimes {
   double prepare = 0;   // building the step's inputs on the host and uploading them
@@ -43,11 +50,10 @@ class ModelRunner {
   ModelRunner(Model& model, Backend& be, KvCache& cache, bool replay = true);
   ~ModelRunner();
   // all_rows: logits after every new token (scoring a text), not only where sampling happens.
-  // draws: one per logits row; the backend chooses the tokens where the logits are (argmax_rows
-  // when every row is greedy, else sample_rows) and only the ids come back (on a GPU, 4 bytes a
-  // row instead of the vocabulary's logits).
-  StepLogits run(const std::vector<ScheduledSeq>& batch, bool all_rows = false,
-                 const std::vector<RowSampling>* draws = nullptr);
+  // draws: one per logits row; the backend edits the logits and chooses the tokens where they
+  // are (argmax_rows when every row is greedy, else sample_rows) and only the ids come back (on a
+  // GPU, 4 bytes a row instead of the vocabulary's logits).
+  StepLogits run(const std::vector<ScheduledSeq>& batch, bool all_rows = false, const Draws* draws = nullptr);
   // Sums over every run so far.
   const RunTimes& times() const { return times_; }
 

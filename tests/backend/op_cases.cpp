@@ -367,6 +367,35 @@ OpCase argmax_rows_case(int R, int N, bool ties, uint64_t seed) {
           }};
 }
 
+// Penalties and biases on R rows: each kind of edit and their mixes on distinct random logits of
+// both signs (a repetition penalty divides positive ones and multiplies the rest), large negative
+// biases included (the harness wants finite outputs; the sampler tests cover -inf). Every step
+// rounds on its own, so the results must be the reference's exactly.
+OpCase edit_logits_case(int R, int V, int per_row, uint64_t seed) {
+  Rng rng(seed);
+  Tensor x = random_tensor(DType::F32, {R, V}, rng, 4.0f);
+  std::vector<LogitEdit> edits;
+  for (int r = 0; r < R; ++r) {
+    std::vector<int32_t> ids(static_cast<size_t>(V));
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng.gen);
+    for (int i = 0; i < std::min(per_row, V); ++i) {
+      LogitEdit e{r, ids[size_t(i)], uint32_t(1 + i % 7)};
+      e.repetition = i % 3 ? 1.3f : 0.77f;
+      e.subtract = 0.5f + 0.2f * float(i % 5);
+      e.add = i % 11 == 0 ? -100.0f : 0.1f * float(i % 9) - 0.35f;
+      edits.push_back(e);
+    }
+  }
+  std::string name = "edit_logits R=" + std::to_string(R) + " V=" + std::to_string(V) + " " +
+                     std::to_string(edits.size()) + " edits";
+  return {name, "edit_logits", DType::F32, kExact, [=](Backend& be) {
+            Tensor xd = upload(be, x);
+            be.edit_logits(xd, edits);
+            return Outputs{download(be, xd)};
+          }};
+}
+
 // Rows of R logits (flat or peaked, or coarse so that values tie) drawn with every kind of cut:
 // greedy, temperature alone (id order), top-k, top-p, min-p and their mixes, uniforms from 0 to
 // just below 1. The draws must be the reference's exactly (a sampler whose sums are ordered
@@ -506,6 +535,10 @@ std::vector<OpCase> op_cases(const std::string& op) {
       cases.push_back(sample_rows_case(40, 1000, shape, seed++));
     }
     cases.push_back(sample_rows_case(3, 7, 0, seed++));
+  } else if (op == "edit_logits") {
+    cases.push_back(edit_logits_case(1, 7, 7, seed++));
+    cases.push_back(edit_logits_case(4, 1000, 300, seed++));
+    cases.push_back(edit_logits_case(64, 128256, 2000, seed++));
   } else if (op == "argmax_rows") {
     for (auto [R, N] : {std::pair{1, 1}, {1, 4096}, {3, 1000}, {64, 128256}})
       for (bool ties : {false, true}) cases.push_back(argmax_rows_case(R, N, ties, seed++));
@@ -517,7 +550,7 @@ const std::vector<std::string>& op_names() {
   static const std::vector<std::string> names = {"embedding", "rms_norm", "add_rms_norm",  "linear",
                                                  "rope",      "store_kv", "rope_store_kv", "attention",
                                                  "silu_mul",  "add",      "gather_rows",   "argmax_rows",
-                                                 "sample_rows"};
+                                                 "sample_rows", "edit_logits"};
   return names;
 }
 

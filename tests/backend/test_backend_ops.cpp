@@ -179,6 +179,7 @@ class Faulty final : public Backend {
   void gather_rows(const Tensor& x, const Tensor& r, Tensor& o) override { ref_->gather_rows(x, r, o); }
   void argmax_rows(const Tensor& x, Tensor& o) override { ref_->argmax_rows(x, o); }
   void sample_rows(const Tensor& x, const std::vector<RowSampling>& r, Tensor& o) override { ref_->sample_rows(x, r, o); }
+  void edit_logits(Tensor& x, const std::vector<LogitEdit>& e) override { ref_->edit_logits(x, e); }
 
  private:
   Fault fault_;

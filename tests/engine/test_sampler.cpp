@@ -264,8 +264,9 @@ TEST(Sampler, PlainArgmaxOnlyWhenNothingElseIsAsked) {
 
 }  // namespace
 
-// The draw a backend makes (Backend::sample_rows, here the CPU reference every device sampler is
-// tested against) is the host sampler's: same token from the same seed, same random draws.
+// The draw a backend makes (Backend::edit_logits for penalties and logit bias, then sample_rows;
+// here the CPU reference every device op is tested against) is the host sampler's: same token
+// from the same seed, same random draws.
 TEST(SamplerEquivalence, BackendDrawIsTheHostDraw) {
   auto be = make_cpu_backend({.reference = true});
   std::mt19937_64 g(99);
@@ -275,20 +276,36 @@ TEST(SamplerEquivalence, BackendDrawIsTheHostDraw) {
     int shape = int(g() % 8);
     std::vector<float> row = random_row(V, shape, g);
     SamplingParams p = random_params(V, g);
-    p.repetition_penalty = 1.0f, p.presence_penalty = p.frequency_penalty = 0.0f;
-    p.logit_bias.clear();
     p.logprobs = -1;
+    // A bias naming a token twice stays on the host (applied twice, in order); keep its first.
+    std::vector<std::pair<int32_t, float>> bias;
+    for (auto [t, v] : p.logit_bias)
+      if (std::none_of(bias.begin(), bias.end(), [t](const auto& e) { return e.first == t; })) bias.emplace_back(t, v);
+    if (bias.size() < p.logit_bias.size()) ASSERT_FALSE(is_backend_drawable(p));
+    p.logit_bias = bias;
     ASSERT_TRUE(is_backend_drawable(p));
+    std::vector<int32_t> tokens(g() % 200);
+    for (int32_t& t : tokens) t = int32_t(g() % uint64_t(V + 3)) - 1;  // a few out of range
+    if (tokens.size() > 4)  // repeats, for the frequency penalty
+      for (int i = 0; i < 20; ++i) tokens.push_back(tokens[g() % 4]);
+    const int prompt = int(g() % (tokens.size() + 3)) - 1;
     const uint64_t seed = g();
     Rng a(seed), b(seed);
-    const int32_t want = sample(row.data(), V, p, {}, 0, a).token;
-    Tensor x = Tensor::empty(DType::F32, {1, V}), out = Tensor::empty(DType::I32, {1});
+    const int32_t want = sample(row.data(), V, p, tokens, prompt, a).token;
+    // What the engine does on a GPU: the row edited where it is, then drawn there.
+    Tensor x = Tensor::empty(DType::F32, {2, V}), out = Tensor::empty(DType::I32, {2});
     std::copy(row.begin(), row.end(), x.data<float>());
-    be->sample_rows(x, {backend_draw(p, b)}, out);
+    std::copy(row.begin(), row.end(), x.data<float>() + V);
+    std::vector<LogitEdit> edits;
+    append_logit_edits(p, tokens, prompt, V, 1, edits);
+    be->edit_logits(x, edits);
+    ASSERT_TRUE(std::equal(row.begin(), row.end(), x.data<float>())) << "row 0 was not to be edited";
+    const RowSampling d = backend_draw(p, b);
+    be->sample_rows(x, {d, d}, out);
     std::string what = "iter " + std::to_string(iter) + " V " + std::to_string(V) + " shape " + std::to_string(shape) +
                        " T " + std::to_string(p.temperature) + " top_k " + std::to_string(p.top_k) + " top_p " +
                        std::to_string(p.top_p) + " min_p " + std::to_string(p.min_p);
-    ASSERT_EQ(out.data<int32_t>()[0], want) << what;
+    ASSERT_EQ(out.data<int32_t>()[1], want) << what;
     ASSERT_TRUE(a == b) << what << ": different random draws";
   }
 }

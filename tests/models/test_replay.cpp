@@ -65,6 +65,7 @@ class RecordingCpu final : public Backend {
   void gather_rows(const Tensor& x, const Tensor& r, Tensor& o) override { cpu_->gather_rows(x, r, o); }
   void argmax_rows(const Tensor& x, Tensor& o) override { cpu_->argmax_rows(x, o); }
   void sample_rows(const Tensor& x, const std::vector<RowSampling>& r, Tensor& o) override { cpu_->sample_rows(x, r, o); }
+  void edit_logits(Tensor& x, const std::vector<LogitEdit>& e) override { cpu_->edit_logits(x, e); }
 
  private:
   struct Ops final : Recording {

@@ -111,6 +111,7 @@ class CpuBackend final : public Backend {
   }
   // The engine samples on the host on a CPU (engine/sampler: the same draw, faster); this is the
   // reference a device's sampler is tested against.
+  void edit_logits(Tensor& x, const std::vector<LogitEdit>& edits) override { cpu::ref::edit_logits(x, edits); }
   void sample_rows(const Tensor& x, const std::vector<RowSampling>& rows, Tensor& out) override {
     cpu::ref::sample_rows(x, rows, out);
   }

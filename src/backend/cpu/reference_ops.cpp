@@ -228,6 +228,19 @@ void sample_rows(const Tensor& x, const std::vector<RowSampling>& rows, Tensor& 
   for (int64_t r = 0; r < R; ++r) out.data<int32_t>()[r] = sample_row(x.data<float>() + r * V, int(V), rows[size_t(r)]);
 }
 
+void edit_logits(Tensor& x, const std::vector<LogitEdit>& edits) {
+  check_logit_edits(x, edits);
+  auto at = [&](const LogitEdit& e) -> float& { return x.data<float>()[int64_t(e.row) * x.dim(-1) + e.token]; };
+  // One pass per step, as the host sampler makes them: each result goes through memory, so no
+  // step can be fused with the next (a multiply-subtract would round once instead of twice).
+  for (const LogitEdit& e : edits)
+    if (e.ops & LogitEdit::kRepetition) at(e) = at(e) > 0 ? at(e) / e.repetition : at(e) * e.repetition;
+  for (const LogitEdit& e : edits)
+    if (e.ops & LogitEdit::kSubtract) at(e) -= e.subtract;
+  for (const LogitEdit& e : edits)
+    if (e.ops & LogitEdit::kAdd) at(e) += e.add;
+}
+
 void argmax_rows(const Tensor& x, Tensor& out) {
   const int64_t N = x.dim(-1), R = N ? x.numel() / N : 0;
   TESSERA_CHECK(N > 0 && out.numel() == R, "argmax_rows: " + shape_str(x.shape()) + " into " + shape_str(out.shape()));

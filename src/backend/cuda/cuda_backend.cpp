@@ -472,6 +472,16 @@ class CudaBackend final : public Backend {
                       bytes ? work.raw() : nullptr, bytes, ptr<int32_t>(out), stream_);
   }
 
+  void edit_logits(Tensor& x, const std::vector<LogitEdit>& edits) override {
+    require_f32(x, "edit_logits", "x");
+    check_logit_edits(x, edits);
+    if (edits.empty()) return;
+    Tensor host = Tensor::empty(DType::U8, {int64_t(edits.size() * sizeof(LogitEdit))});
+    std::memcpy(host.raw(), edits.data(), edits.size() * sizeof(LogitEdit));
+    Tensor dev = upload(host);
+    cuda::edit_logits(ptr(x), x.dim(-1), static_cast<const LogitEdit*>(dev.raw()), int64_t(edits.size()), stream_);
+  }
+
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
     require_f32(x, "gather_rows", "x");
     require_i32(rows, "gather_rows", "rows");

@@ -7,6 +7,10 @@
 
 #include "core/dtype.h"
 
+namespace tessera {
+struct LogitEdit;  // backend.h
+}
+
 namespace tessera::cuda {
 
 // Out-of-range ids give rows of NaN (the engine validates ids before they get here).
@@ -32,6 +36,8 @@ void silu_mul(const void* gate, const void* up, DType in_dtype, void* out, DType
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
 // out[r] = the first column of row r's maximum, x [R, N].
 void argmax_rows(const float* x, int64_t R, int64_t N, int32_t* out, cudaStream_t s);
+// backend.h's edit_logits() of x [R, V] with n edits (device memory), one thread each.
+void edit_logits(float* x, int64_t V, const LogitEdit* edits, int64_t n, cudaStream_t s);
 // Out-of-range rows give rows of NaN.
 void gather_rows(const float* x, const int32_t* rows, int64_t R, int64_t D, int64_t num_rows, float* out,
                  cudaStream_t s);

@@ -10,6 +10,7 @@
 
 #include <climits>
 
+#include "backend/backend.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/kernels.h"
 
@@ -27,6 +28,20 @@ __device__ __forceinline__ uint32_t rank_of(float v) {
 __device__ __forceinline__ float value_of(uint32_t rank) {
   uint32_t ascending = ~rank;
   return __uint_as_float((ascending & 0x80000000u) ? (ascending & 0x7fffffffu) : ~ascending);
+}
+
+// One thread per edit (at most one per logit). The intrinsics round each step on its own, as the
+// host does: nothing is contracted into a fused multiply-add.
+__global__ void edit_logits_kernel(float* x, int64_t V, const LogitEdit* edits, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const LogitEdit e = edits[i];
+  float* at = x + int64_t(e.row) * V + e.token;
+  float v = *at;
+  if (e.ops & LogitEdit::kRepetition) v = v > 0.0f ? __fdiv_rn(v, e.repetition) : __fmul_rn(v, e.repetition);
+  if (e.ops & LogitEdit::kSubtract) v = __fsub_rn(v, e.subtract);
+  if (e.ops & LogitEdit::kAdd) v = __fadd_rn(v, e.add);
+  *at = v;
 }
 
 __host__ __device__ bool needs_order(const SampleParams& p, int64_t V) {
@@ -204,6 +219,12 @@ void sample_rows(const float* x, const SampleParams* params, int64_t R, int64_t 
   }
   sample_kernel<<<unsigned(R), kThreads, 0, s>>>(x, params, V, sorted_keys, sorted_ids, out);
   check_launch("sample_rows");
+}
+
+void edit_logits(float* x, int64_t V, const LogitEdit* edits, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  edit_logits_kernel<<<unsigned((n + 255) / 256), 256, 0, s>>>(x, V, edits, n);
+  check_launch("edit_logits");
 }
 
 }  // namespace tessera::cuda
