@@ -30,15 +30,16 @@ struct Row {
   double replayed = 0;               // fraction of the decode steps that replayed a CUDA graph
 };
 
+// first: other parameters for the first sequence (one client among many asking for logprobs).
 Row run_batch(Engine& engine, int vocab, int batch, int prompt_len, int gen, const SamplingParams& params,
-              const std::string& label) {
+              const std::string& label, const SamplingParams* first = nullptr) {
   static uint32_t runs = 0;  // new prompts every run: no prefix-cache hits between runs
   std::mt19937 rng{++runs};
   std::vector<int64_t> ids;
   for (int s = 0; s < batch; ++s) {
     Request r;
     for (int i = 0; i < prompt_len; ++i) r.prompt.push_back(int32_t(rng() % uint32_t(vocab)));
-    r.params = params;
+    r.params = s == 0 && first ? *first : params;
     r.max_tokens = gen;
     r.seed = uint64_t(s);
     ids.push_back(engine.add_request(std::move(r)));
@@ -129,6 +130,10 @@ int run(int argc, char** argv) {
   for (int b : {1, 64})
     if (std::count(batches.begin(), batches.end(), b))
       rows.push_back(run_batch(engine, vocab, b, prompt_len, gen, penalised, "+ rep 1.1, freq 0.3"));
+  SamplingParams logprobs = greedy;
+  logprobs.logprobs = 5;
+  if (std::count(batches.begin(), batches.end(), 64))
+    rows.push_back(run_batch(engine, vocab, 64, prompt_len, gen, greedy, "greedy, 1 logprobs", &logprobs));
   {
     // The same steps with every op launched on its own: what the CUDA graphs save.
     EngineConfig eager_cfg = cfg;
@@ -141,16 +146,16 @@ int run(int argc, char** argv) {
         rows.push_back(run_batch(eager, vocab, b, prompt_len, gen, greedy, "greedy, eager"));
   }
 
-  std::printf("\n%-6s %-18s %14s %14s %12s\n", "batch", "sampling", "prefill tok/s", "decode tok/s", "ms / step");
+  std::printf("\n%-6s %-20s %14s %14s %12s\n", "batch", "sampling", "prefill tok/s", "decode tok/s", "ms / step");
   for (const Row& r : rows)
-    std::printf("%-6d %-18s %14.0f %14.1f %12.2f\n", r.batch, r.sampling.c_str(), r.prefill_tok_s, r.decode_tok_s,
+    std::printf("%-6d %-20s %14.0f %14.1f %12.2f\n", r.batch, r.sampling.c_str(), r.prefill_tok_s, r.decode_tok_s,
                 r.step_ms);
   std::printf("\nwhere a decode step's time goes, ms: inputs built and uploaded, forward launched, waiting "
               "for the results, scheduling, sampling, the rest\n");
-  std::printf("%-6s %-18s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "batch", "sampling", "prepare", "launch", "wait",
+  std::printf("%-6s %-20s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "batch", "sampling", "prepare", "launch", "wait",
               "schedule", "sample", "rest", "median", "slowest", "replayed");
   for (const Row& r : rows)
-    std::printf("%-6d %-18s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.0f%%\n", r.batch, r.sampling.c_str(),
+    std::printf("%-6d %-20s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.0f%%\n", r.batch, r.sampling.c_str(),
                 r.prepare_ms, r.enqueue_ms, r.readback_ms, r.schedule_ms, r.sample_ms, r.other_ms, r.median_ms,
                 r.max_ms, 100 * r.replayed);
   return 0;

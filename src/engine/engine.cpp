@@ -124,56 +124,59 @@ std::vector<TokenOutput> Engine::step() {
   times_.schedule += seconds_since(t0);
   if (batch.empty()) return out;
   ++times_.steps;
-  // Where every row's draw can be made by the backend (greedy anywhere; sampling on a GPU), only
-  // the chosen ids come back. The draws are in the runner's row order: one per sequence whose
-  // pending tokens all get computed this step.
-  const bool on_backend = std::all_of(batch.begin(), batch.end(), [&](const ScheduledSeq& b) {
-    return is_plain_argmax(b.seq->params) || (draw_on_backend_ && is_backend_drawable(b.seq->params));
-  });
+  // Each row is drawn where it is cheapest: by the backend when it can (greedy anywhere; any
+  // sampling without logprobs on a GPU), so only its id comes back; else on the host from its
+  // logits. The draws are in the runner's row order: one per sequence whose pending tokens all
+  // get computed this step.
+  auto t = Clock::now();
   Draws draws;
-  if (on_backend) {
-    auto t = Clock::now();
-    std::vector<const Sequence*> sampled;
-    for (const ScheduledSeq& b : batch)
-      if (b.seq->num_computed_tokens + b.num_new_tokens == b.seq->num_tokens()) {
-        draws.rows.push_back(backend_draw(b.seq->params, b.seq->rng));
-        sampled.push_back(b.seq);
-      }
-    // Penalties and logit bias become edits of the rows on the backend, one row per thread (each
-    // sorts its sequence's tokens).
-    std::vector<std::vector<LogitEdit>> edits(sampled.size());
-    const bool any = std::any_of(sampled.begin(), sampled.end(), [](const Sequence* s) { return has_penalties(s->params); });
-    if (any) ThreadPool::global().parallel_for(int64_t(sampled.size()), 1, [&](int64_t r0, int64_t r1) {
+  std::vector<Sequence*> sampled;
+  for (const ScheduledSeq& b : batch) {
+    Sequence& s = *b.seq;
+    if (s.num_computed_tokens + b.num_new_tokens != s.num_tokens()) continue;
+    const bool on_backend = is_plain_argmax(s.params) || (draw_on_backend_ && is_backend_drawable(s.params));
+    if (!on_backend) draws.host_rows.push_back(int32_t(sampled.size()));
+    draws.rows.push_back(on_backend ? backend_draw(s.params, s.rng) : RowSampling{});
+    sampled.push_back(&s);
+  }
+  // Penalties and logit bias of the backend's rows become edits of their logits, one row per
+  // thread (each sorts its sequence's tokens).
+  auto on_host = [&](size_t r) {
+    return std::binary_search(draws.host_rows.begin(), draws.host_rows.end(), int32_t(r));
+  };
+  std::vector<std::vector<LogitEdit>> edits(sampled.size());
+  bool any = false;
+  for (size_t r = 0; r < sampled.size(); ++r) any = any || (!on_host(r) && has_penalties(sampled[r]->params));
+  if (any)
+    ThreadPool::global().parallel_for(int64_t(sampled.size()), 1, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const Sequence& s = *sampled[size_t(r)];
-        append_logit_edits(s.params, s.tokens, s.num_prompt_tokens, model_.vocab_size(), int32_t(r), edits[size_t(r)]);
+        if (!on_host(size_t(r)))
+          append_logit_edits(s.params, s.tokens, s.num_prompt_tokens, model_.vocab_size(), int32_t(r), edits[size_t(r)]);
       }
     });
-    for (const auto& e : edits) draws.edits.insert(draws.edits.end(), e.begin(), e.end());
-    times_.sample += seconds_since(t);
-  }
-  StepLogits logits = runner_.run(batch, /*all_rows=*/false, on_backend ? &draws : nullptr);
+  for (const auto& e : edits) draws.edits.insert(draws.edits.end(), e.begin(), e.end());
+  times_.sample += seconds_since(t);
+  StepLogits logits = runner_.run(batch, /*all_rows=*/false, &draws);
   auto t1 = Clock::now();
 
   for (auto& b : batch) {
     b.seq->num_computed_tokens += b.num_new_tokens;
     blocks_.register_full_blocks(*b.seq);
   }
-  // Rows sample independently (each sequence has its own rng), so they share the process's
-  // pool: with a 128k vocabulary one row of nucleus sampling costs milliseconds.
+  // The host's rows sample independently (each sequence has its own rng), so they share the
+  // process's pool: with a 128k vocabulary one row of nucleus sampling costs milliseconds.
   const size_t rows = logits.seq_index.size();
   std::vector<SampleResult> results(rows);
-  if (on_backend) {
-    for (size_t r = 0; r < rows; ++r) results[r].token = logits.ids[r];
-  } else {
-    ThreadPool::global().parallel_for(int64_t(rows), 1, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        Sequence& s = *batch[logits.seq_index[r]].seq;
-        results[r] = sample(logits.logits.data() + r * size_t(logits.vocab), logits.vocab, s.params, s.tokens,
-                            s.num_prompt_tokens, s.rng);
-      }
-    });
-  }
+  for (size_t r = 0; r < rows; ++r) results[r].token = logits.ids[r];
+  ThreadPool::global().parallel_for(int64_t(draws.host_rows.size()), 1, [&](int64_t h0, int64_t h1) {
+    for (int64_t h = h0; h < h1; ++h) {
+      const size_t r = size_t(draws.host_rows[size_t(h)]);
+      Sequence& s = *sampled[r];
+      results[r] = sample(logits.logits.data() + size_t(h) * size_t(logits.vocab), logits.vocab, s.params, s.tokens,
+                          s.num_prompt_tokens, s.rng);
+    }
+  });
   times_.sample += seconds_since(t1);
   for (size_t r = 0; r < rows; ++r) {
     Sequence& s = *batch[logits.seq_index[r]].seq;

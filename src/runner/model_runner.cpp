@@ -176,12 +176,15 @@ StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_row
   }
   const int num_logits = int(out.seq_index.size());
   out.vocab = model_.vocab_size();
+  int64_t host_rows = num_logits;  // rows whose logits come back
   if (draws) {
     const std::vector<RowSampling>& rows = draws->rows;
     TESSERA_CHECK(rows.size() == size_t(num_logits), "runner: " + std::to_string(rows.size()) + " draws for " +
                                                          std::to_string(num_logits) + " rows");
-    out.ids.resize(size_t(num_logits));
-    if (num_logits > 0) {
+    host_rows = int64_t(draws->host_rows.size());
+    out.ids.assign(size_t(num_logits), -1);
+    if (host_rows < num_logits) {
+      // The edits touch only the backend's rows, so the host's rows come back as the model made them.
       Tensor ids = be_.empty(DType::I32, {num_logits});
       if (!draws->edits.empty()) be_.edit_logits(logits, draws->edits);
       const bool greedy = std::all_of(rows.begin(), rows.end(), [](const RowSampling& d) { return d.temperature <= 0; });
@@ -190,11 +193,14 @@ StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_row
       lap(t, times_.enqueue);
       be_.download(ids, out.ids.data());
     }
-    lap(t, times_.readback);
-    return out;
+    if (host_rows > 0 && host_rows < num_logits) {
+      Tensor picked = be_.empty(DType::F32, {host_rows, out.vocab});
+      be_.gather_rows(logits, upload_i32(draws->host_rows, {host_rows}), picked);
+      logits = picked;
+    }
   }
   lap(t, times_.enqueue);
-  const int64_t n = int64_t(num_logits) * out.vocab;
+  const int64_t n = host_rows * out.vocab;
   if (!logits_host_.defined() || logits_host_.numel() < n) logits_host_ = be_.host_empty(DType::F32, {n});
   if (n > 0) be_.download(logits, logits_host_.raw());
   out.logits = {logits_host_.data<float>(), size_t(n)};

@@ -24,16 +24,20 @@ namespace tessera {
 struct StepLogits {
   std::vector<int> seq_index;  // index into the scheduled batch of each logits row
   std::vector<int> position;   // position in its sequence of the token each row follows
-  std::span<const float> logits;  // [rows, vocab] row-major, host memory valid until the next run
-  std::vector<int32_t> ids;       // [rows] the chosen tokens instead of the logits, when run() was given draws
+  // [rows, vocab] row-major, host memory valid until the next run; with draws, only the rows of
+  // Draws::host_rows, in that order.
+  std::span<const float> logits;
+  std::vector<int32_t> ids;  // with draws: [rows] the backend's chosen tokens (-1 in the host's rows)
   int vocab = 0;
 };
 
-// The backend's draw of each logits row (ModelRunner::run): rows[i] for row i, after the edits
-// of penalties and logit bias (Backend::edit_logits).
+// How each logits row of a step is drawn (ModelRunner::run): by the backend, rows[i] for row i
+// after the edits of penalties and logit bias (Backend::edit_logits); or, for the rows listed in
+// host_rows (ascending; their draws and edits are unused), on the host from their logits.
 struct Draws {
   std::vector<RowSampling> rows;
   std::vector<LogitEdit> edits;
+  std::vector<int32_t> host_rows;
 };
 
 // Where a run's wall time went, in seconds (host clock).
@@ -52,7 +56,7 @@ class ModelRunner {
   // all_rows: logits after every new token (scoring a text), not only where sampling happens.
   // draws: one per logits row; the backend edits the logits and chooses the tokens where they
   // are (argmax_rows when every row is greedy, else sample_rows) and only the ids come back (on a
-  // GPU, 4 bytes a row instead of the vocabulary's logits).
+  // GPU, 4 bytes a row instead of the vocabulary's logits), besides the logits of the host's rows.
   StepLogits run(const std::vector<ScheduledSeq>& batch, bool all_rows = false, const Draws* draws = nullptr);
   // Sums over every run so far.
   const RunTimes& times() const { return times_; }

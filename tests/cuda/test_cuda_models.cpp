@@ -30,10 +30,11 @@ Limits limits_for(const LoadedModel& m) {
 }
 
 // replayed: decode steps that replayed a CUDA graph.
-// params: greedy unless given (penalties and bias then go through the GPU's edit_logits).
+// params: one per prompt, greedy unless given (penalties and bias go through the GPU's
+// edit_logits, logprobs through the host sampler).
 std::vector<std::vector<int32_t>> greedy(Model& model, Backend& be, const std::vector<std::vector<int32_t>>& prompts,
                                          int max_tokens, bool enforce_eager = false, int64_t* replayed = nullptr,
-                                         const SamplingParams* params = nullptr) {
+                                         const std::vector<SamplingParams>* params = nullptr) {
   EngineConfig cfg;
   cfg.num_blocks = 64;
   cfg.enforce_eager = enforce_eager;
@@ -44,7 +45,7 @@ std::vector<std::vector<int32_t>> greedy(Model& model, Backend& be, const std::v
     r.prompt = p;
     r.max_tokens = max_tokens;
     r.params.temperature = 0;
-    if (params) r.params = *params;
+    if (params) r.params = (*params)[ids.size()];
     ids.push_back(engine.add_request(r));
   }
   std::vector<std::vector<int32_t>> out(prompts.size());
@@ -99,13 +100,17 @@ TEST_P(CudaModels, MatchCpuBackend) {
   std::printf("MODEL %-14s greedy ids equal to the CPU's: %d / %d; %lld decode steps replayed\n", GetParam().c_str(),
               same, total, static_cast<long long>(replayed));
 
-  // Penalties and a bias: edited on the GPU, on the host for the CPU.
+  // Penalties and a bias: edited on the GPU, on the host for the CPU; a row with logprobs in the
+  // same steps is drawn on the host from its gathered logits.
   SamplingParams penalised;
   penalised.temperature = 0;
   penalised.repetition_penalty = 1.3f, penalised.frequency_penalty = 0.4f, penalised.presence_penalty = 0.2f;
   penalised.logit_bias = {{1, 2.0f}, {int32_t(vocab - 1), -1.5f}};
-  auto pa = greedy(*on_cpu.model, *cpu, prompts, 24, false, nullptr, &penalised);
-  auto pb = greedy(*on_gpu.model, *gpu, prompts, 24, false, nullptr, &penalised);
+  SamplingParams with_logprobs = penalised;
+  with_logprobs.logprobs = 3;
+  const std::vector<SamplingParams> mixed = {penalised, with_logprobs, penalised};
+  auto pa = greedy(*on_cpu.model, *cpu, prompts, 24, false, nullptr, &mixed);
+  auto pb = greedy(*on_gpu.model, *gpu, prompts, 24, false, nullptr, &mixed);
   for (size_t p = 0; p < prompts.size(); ++p) {
     if (lim.exact_greedy) EXPECT_EQ(pa[p], pb[p]) << "penalised, prompt " << p;
     else EXPECT_EQ(pa[p].at(0), pb[p].at(0)) << "penalised, prompt " << p;
