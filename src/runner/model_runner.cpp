@@ -192,6 +192,7 @@ StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_row
       else be_.sample_rows(logits, rows, ids);
       lap(t, times_.enqueue);
       be_.download(ids, out.ids.data());
+      lap(t, times_.readback);
     }
     if (host_rows > 0 && host_rows < num_logits) {
       Tensor picked = be_.empty(DType::F32, {host_rows, out.vocab});
@@ -199,12 +200,14 @@ StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_row
       logits = picked;
     }
   }
-  lap(t, times_.enqueue);
   const int64_t n = host_rows * out.vocab;
-  if (!logits_host_.defined() || logits_host_.numel() < n) logits_host_ = be_.host_empty(DType::F32, {n});
-  if (n > 0) be_.download(logits, logits_host_.raw());
-  out.logits = {logits_host_.data<float>(), size_t(n)};
-  lap(t, times_.readback);
+  if (n > 0) {
+    if (!logits_host_.defined() || logits_host_.numel() < n) logits_host_ = be_.host_empty(DType::F32, {n});
+    lap(t, times_.enqueue);
+    be_.download(logits, logits_host_.raw());
+    lap(t, times_.readback);
+  }
+  out.logits = {logits_host_.defined() ? logits_host_.data<float>() : nullptr, size_t(n)};
   return out;
 }
 
