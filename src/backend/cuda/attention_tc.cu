@@ -71,10 +71,79 @@ __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
   return *reinterpret_cast<unsigned*>(&v);
 }
 
+// Keys j0 .. j0 + kKeys - 1 of kv head kvh gathered from the paged cache into a K and a V tile
+// (rows kLd apart) with cp.async, as one commit group; keys past `last` are zero-filled.
+template <int DH, int kLd>
+__device__ __forceinline__ void load_kv_tile(const AttentionArgs& a, const int32_t* table, int kvh, int j0, int last,
+                                             KV* k_tile, KV* v_tile) {
+  constexpr int kChunks = DH / 8;  // 16-byte pieces of a row
+  const KV* kc = static_cast<const KV*>(a.k_cache);
+  const KV* vc = static_cast<const KV*>(a.v_cache);
+  for (int c = threadIdx.x; c < kKeys * kChunks; c += kThreads) {
+    int kk = c / kChunks, ch = c % kChunks, j = j0 + kk;
+    bool valid = j <= last;
+    int64_t off = 0;
+    if (valid) off = ((int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size) * a.Hkv + kvh) * DH;
+    cp_async16(k_tile + kk * kLd + ch * 8, kc + off + ch * 8, valid);
+    cp_async16(v_tile + kk * kLd + ch * 8, vc + off + ch * 8, valid);
+  }
+  cp_async_commit();
+}
+
+// One tile's online-softmax step for this thread's two rows (h = 0, 1), whose S accumulators
+// s[n] cover keys j0 + 8n + {0, 1}: scores scaled (or capped) into log2 units, keys outside a
+// row's [first, last] masked, the running max m, sum l and output o updated, and P = exp2(S -
+// max) left as bf16 A operands of P·V (the accumulators of key blocks 2k and 2k+1 are exactly
+// the A fragment of keys 16k..16k+15).
+template <int NT, int DH>
+__device__ __forceinline__ void softmax_step(const AttentionArgs& a, float (&s)[NT][4], int j0, const int first[2],
+                                             const int last[2], float m[2], float l[2], float (&o)[DH / 8][4],
+                                             unsigned (&pa)[NT / 2][4]) {
+  const float qk_scale = a.scale * kLog2e;  // log2 units: exp2 is the fast exponential
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = e / 2, j = j0 + 8 * n + (e & 1);
+      float v = s[n][e];
+      if (a.softcap > 0.0f) v = a.softcap * tanhf(v * a.scale / a.softcap) * kLog2e;
+      else v *= qk_scale;
+      v = j >= first[h] && j <= last[h] ? v : -INFINITY;
+      s[n][e] = v;
+      mx[h] = fmaxf(mx[h], v);
+    }
+  }
+  float corr[2], base[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {  // the row maxima over the 4 lanes that share a row
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+    const float m_new = fmaxf(m[h], mx[h]);
+    base[h] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet: every weight is 0
+    corr[h] = fast_exp2(m[h] - base[h]);
+    m[h] = m_new;
+    l[h] *= corr[h];
+  }
+#pragma unroll
+  for (int n = 0; n < DH / 8; ++n) {
+    o[n][0] *= corr[0], o[n][1] *= corr[0];
+    o[n][2] *= corr[1], o[n][3] *= corr[1];
+  }
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    float p0 = fast_exp2(s[n][0] - base[0]), p1 = fast_exp2(s[n][1] - base[0]);
+    float p2 = fast_exp2(s[n][2] - base[1]), p3 = fast_exp2(s[n][3] - base[1]);
+    l[0] += p0 + p1, l[1] += p2 + p3;
+    pa[n / 2][(n & 1) * 2] = pack_bf16(p0, p1);
+    pa[n / 2][(n & 1) * 2 + 1] = pack_bf16(p2, p3);
+  }
+}
+
 template <int DH>
 __global__ void __launch_bounds__(kThreads) flash_kernel(AttentionArgs a, int q_tiles, float* partial) {
   using L = Layout<DH>;
-  constexpr int kLd = L::kLd, kChunks = DH / 8;  // 16-byte pieces of a K or V row
+  constexpr int kLd = L::kLd;
   extern __shared__ __align__(128) unsigned char smem[];
   KV* sq = reinterpret_cast<KV*>(smem + L::q);
   auto sk = [&](int buf) { return reinterpret_cast<KV*>(smem + L::kv + (2 * buf) * L::tile); };
@@ -106,20 +175,8 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(AttentionArgs a, int q_
   key_range(rows - 1, unused, kmax);
   const int tiles = kmax >= kmin ? (kmax - kmin) / kKeys + 1 : 0, per = (tiles + splits - 1) / splits;
   const int tile_begin = split * per, tile_end = min(tiles, tile_begin + per);
-  const KV* kc = static_cast<const KV*>(a.k_cache);
-  const KV* vc = static_cast<const KV*>(a.v_cache);
-
   auto load_tile = [&](int tile, int buf) {
-    const int j0 = kmin + tile * kKeys;
-    for (int c = tid; c < kKeys * kChunks; c += kThreads) {
-      int kk = c / kChunks, ch = c % kChunks, j = j0 + kk;
-      bool valid = j <= kmax;
-      int64_t off = 0;
-      if (valid) off = ((int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size) * a.Hkv + kvh) * DH;
-      cp_async16(sk(buf) + kk * kLd + ch * 8, kc + off + ch * 8, valid);
-      cp_async16(sv(buf) + kk * kLd + ch * 8, vc + off + ch * 8, valid);
-    }
-    cp_async_commit();
+    load_kv_tile<DH, kLd>(a, table, kvh, kmin + tile * kKeys, kmax, sk(buf), sv(buf));
   };
   if (tile_begin < tile_end) load_tile(tile_begin, 0);
 
@@ -139,7 +196,6 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(AttentionArgs a, int q_
 #pragma unroll
   for (int n = 0; n < DH / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   const bool warp_active = r0 < rows;
-  const float qk_scale = a.scale * kLog2e;  // scores in log2 units: exp2 is the fast exponential
 
   for (int tile = tile_begin; tile < tile_end; ++tile) {
     const int buf = (tile - tile_begin) & 1;
@@ -171,49 +227,8 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(AttentionArgs a, int q_
         }
       }
 
-      // Scale, cap, mask; the row maxima over the 4 lanes that share a row.
-      const int j0 = kmin + tile * kKeys + 2 * (lane % 4);
-      float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int h = e / 2, j = j0 + 8 * n + (e & 1);
-          float v = s[n][e];
-          if (a.softcap > 0.0f) v = a.softcap * tanhf(v * a.scale / a.softcap) * kLog2e;
-          else v *= qk_scale;
-          v = j >= first[h] && j <= last[h] ? v : -INFINITY;
-          s[n][e] = v;
-          mx[h] = fmaxf(mx[h], v);
-        }
-      }
-      float corr[2], base[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-        const float m_new = fmaxf(m[h], mx[h]);
-        base[h] = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet: every weight is 0
-        corr[h] = fast_exp2(m[h] - base[h]);
-        m[h] = m_new;
-        l[h] *= corr[h];
-      }
-#pragma unroll
-      for (int n = 0; n < DH / 8; ++n) {
-        o[n][0] *= corr[0], o[n][1] *= corr[0];
-        o[n][2] *= corr[1], o[n][3] *= corr[1];
-      }
-      // P = exp2(S - max) as bf16 A operands: the accumulators of key blocks 2k and 2k+1 are
-      // exactly the A fragment of keys 16k..16k+15.
       unsigned pa[kKeys / 16][4];
-#pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n) {
-        float p0 = fast_exp2(s[n][0] - base[0]), p1 = fast_exp2(s[n][1] - base[0]);
-        float p2 = fast_exp2(s[n][2] - base[1]), p3 = fast_exp2(s[n][3] - base[1]);
-        l[0] += p0 + p1, l[1] += p2 + p3;
-        pa[n / 2][(n & 1) * 2] = pack_bf16(p0, p1);
-        pa[n / 2][(n & 1) * 2 + 1] = pack_bf16(p2, p3);
-      }
+      softmax_step<kKeys / 8, DH>(a, s, kmin + tile * kKeys + 2 * (lane % 4), first, last, m, l, o, pa);
 #pragma unroll
       for (int kk = 0; kk < kKeys / 16; ++kk) {
 #pragma unroll
@@ -286,7 +301,7 @@ struct DecodeLayout {
 template <int DH>
 __global__ void __launch_bounds__(kThreads) flash_decode_kernel(AttentionArgs a, float* partial) {
   using L = DecodeLayout<DH>;
-  constexpr int kLd = L::kLd, kChunks = DH / 8;
+  constexpr int kLd = L::kLd;
   extern __shared__ __align__(128) unsigned char smem[];
   KV* sq = reinterpret_cast<KV*>(smem + L::q);
   auto sk = [&](int buf) { return reinterpret_cast<KV*>(smem + L::kv + (2 * buf) * L::tile); };
@@ -303,21 +318,10 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(AttentionArgs a,
   const int tiles = last >= first ? (last - first) / kKeys + 1 : 0, per = (tiles + splits - 1) / splits;
   const int tile_begin = split * per, tile_end = min(tiles, tile_begin + per);
   const int32_t* table = a.block_tables + int64_t(seq) * a.max_blocks;
-  const KV* kc = static_cast<const KV*>(a.k_cache);
-  const KV* vc = static_cast<const KV*>(a.v_cache);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
   auto load_tile = [&](int tile, int buf) {
-    const int j0 = first + tile * kKeys;
-    for (int c = tid; c < kKeys * kChunks; c += kThreads) {
-      int kk = c / kChunks, ch = c % kChunks, j = j0 + kk;
-      bool valid = j <= last;
-      int64_t off = 0;
-      if (valid) off = ((int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size) * a.Hkv + kvh) * DH;
-      cp_async16(sk(buf) + kk * kLd + ch * 8, kc + off + ch * 8, valid);
-      cp_async16(sv(buf) + kk * kLd + ch * 8, vc + off + ch * 8, valid);
-    }
-    cp_async_commit();
+    load_kv_tile<DH, kLd>(a, table, kvh, first + tile * kKeys, last, sk(buf), sv(buf));
   };
   if (tile_begin < tile_end) load_tile(tile_begin, 0);
 
@@ -338,8 +342,8 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(AttentionArgs a,
   float o[DH / 8][4];
 #pragma unroll
   for (int n = 0; n < DH / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  const float qk_scale = a.scale * kLog2e;
   const int k0 = 16 * warp;  // this warp's keys in each tile
+  const int key_first[2] = {first, first}, key_last[2] = {last, last};  // one token: every row's range
 
   for (int tile = tile_begin; tile < tile_end; ++tile) {
     const int buf = (tile - tile_begin) & 1;
@@ -360,52 +364,14 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(AttentionArgs a,
       mma(s[0], qa[kd], kb[0], kb[1]);
       mma(s[1], qa[kd], kb[2], kb[3]);
     }
-    const int j0 = first + tile * kKeys + k0 + 2 * (lane % 4);
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e / 2, j = j0 + 8 * n + (e & 1);
-        float v = s[n][e];
-        if (a.softcap > 0.0f) v = a.softcap * tanhf(v * a.scale / a.softcap) * kLog2e;
-        else v *= qk_scale;
-        v = j <= last ? v : -INFINITY;
-        s[n][e] = v;
-        mx[h] = fmaxf(mx[h], v);
-      }
-    }
-    float corr[2], base[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-      const float m_new = fmaxf(m[h], mx[h]);
-      base[h] = m_new == -INFINITY ? 0.0f : m_new;
-      corr[h] = fast_exp2(m[h] - base[h]);
-      m[h] = m_new;
-      l[h] *= corr[h];
-    }
-#pragma unroll
-    for (int n = 0; n < DH / 8; ++n) {
-      o[n][0] *= corr[0], o[n][1] *= corr[0];
-      o[n][2] *= corr[1], o[n][3] *= corr[1];
-    }
-    unsigned pa[4];
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-      float p0 = fast_exp2(s[n][0] - base[0]), p1 = fast_exp2(s[n][1] - base[0]);
-      float p2 = fast_exp2(s[n][2] - base[1]), p3 = fast_exp2(s[n][3] - base[1]);
-      l[0] += p0 + p1, l[1] += p2 + p3;
-      pa[n * 2] = pack_bf16(p0, p1);
-      pa[n * 2 + 1] = pack_bf16(p2, p3);
-    }
+    unsigned pa[1][4];
+    softmax_step<2, DH>(a, s, first + tile * kKeys + k0 + 2 * (lane % 4), key_first, key_last, m, l, o, pa);
 #pragma unroll
     for (int dp = 0; dp < DH / 16; ++dp) {
       unsigned vb[4];
       ldmatrix_x4_trans(vb, v_tile + (k0 + mr + (mi & 1) * 8) * kLd + dp * 16 + (mi >> 1) * 8);
-      mma(o[2 * dp], pa, vb[0], vb[1]);
-      mma(o[2 * dp + 1], pa, vb[2], vb[3]);
+      mma(o[2 * dp], pa[0], vb[0], vb[1]);
+      mma(o[2 * dp + 1], pa[0], vb[2], vb[3]);
     }
     __syncthreads();  // every warp is done with this buffer before it is refilled
   }
