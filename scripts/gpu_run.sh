@@ -59,6 +59,8 @@ run() {
     ldd "$bin/libtessera_cuda.so"
   } 2>&1 | tee "$log_dir/env.log"
   local status=0
+  : >"$log_dir/checks.log"
+  note() { echo "$1" | tee -a "$log_dir/checks.log"; }
   "$bin/test_cuda_ops" 2>&1 | tee "$log_dir/test_cuda_ops.log" || status=1
   "$bin/test_cuda_models" 2>&1 | tee "$log_dir/test_cuda_models.log" || status=1
   # The shared op harness (every backend against the CPU reference), the CUDA line included.
@@ -68,9 +70,18 @@ run() {
   "$bin/tessera" "${gen[@]}" --device cuda >"$log_dir/generate_cuda.txt" 2>"$log_dir/generate_cuda.err" || status=1
   "$bin/tessera" "${gen[@]}" --device cpu >"$log_dir/generate_cpu.txt" 2>/dev/null || status=1
   if [ -s "$log_dir/generate_cuda.txt" ] && cmp -s "$log_dir/generate_cuda.txt" "$log_dir/generate_cpu.txt"; then
-    echo "GENERATE cuda == cpu"
-  else echo "GENERATE cuda != cpu"; status=1; fi
+    note "GENERATE cuda == cpu"
+  else note "GENERATE cuda != cpu"; status=1; fi
   cat "$log_dir/generate_cuda.txt" "$log_dir/generate_cuda.err"
+  # Scoring (logprobs computed where the logits are): the held-out perplexity as on the CPU, to
+  # the 1e-3 the CPU is held to against transformers.
+  local ppl=(perplexity -m "$repo/models/tessera-kjv" -f "$repo/tests/fixtures/tessera-kjv/heldout.txt" --context 512 --stride 256)
+  local ppl_cuda ppl_cpu
+  ppl_cuda=$("$bin/tessera" "${ppl[@]}" --device cuda 2>"$log_dir/perplexity_cuda.err")
+  ppl_cpu=$("$bin/tessera" "${ppl[@]}" --device cpu 2>/dev/null)
+  if awk -v a="${ppl_cuda#*: }" -v b="${ppl_cpu#*: }" 'BEGIN { d = a - b; exit !(a > 0 && d < 1e-3 && d > -1e-3) }'; then
+    note "PERPLEXITY cuda ${ppl_cuda#*: } == cpu ${ppl_cpu#*: } (within 1e-3)"
+  else note "PERPLEXITY cuda '${ppl_cuda}' != cpu '${ppl_cpu}'"; status=1; fi
   if command -v compute-sanitizer >/dev/null; then
     timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/test_cuda_ops" --gtest_filter='CudaOps.*' \
       >"$log_dir/memcheck.log" 2>&1 || status=1
@@ -79,7 +90,11 @@ run() {
     # Decode steps replaying CUDA graphs, under memcheck (the f32 fixture model).
     timeout 180 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/test_cuda_models" \
       --gtest_filter='*MatchCpuBackend/0' >"$log_dir/memcheck_graphs.log" 2>&1 || status=1
-    tail -n 2 "$log_dir/memcheck.log" "$log_dir/memcheck_graphs.log" "$log_dir/racecheck.log"
+    # Logprobs and sampling kernels (the harness's cases of those ops).
+    timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/test_backend_ops" \
+      --gtest_filter='*cuda_logprobs*:*cuda_sample_rows*' >"$log_dir/memcheck_logits.log" 2>&1 || status=1
+    tail -n 2 "$log_dir/memcheck.log" "$log_dir/memcheck_graphs.log" "$log_dir/memcheck_logits.log" \
+      "$log_dir/racecheck.log"
   fi
   "$bin/bench_cuda" 2>&1 | tee "$log_dir/bench_cuda.log" || status=1
   "$bin/bench_cuda" --context 4096 --steps 5 >"$log_dir/bench_cuda_ctx4096.log" 2>&1 || status=1
@@ -92,6 +107,7 @@ run() {
   echo "== summary"
   grep -h -E '^NMSE|^MODEL' "$log_dir/test_cuda_ops.log" "$log_dir/test_cuda_models.log"
   grep -h -E 'PASSED|FAILED' "$log_dir"/test_*.log
+  cat "$log_dir/checks.log"
   [ -f "$log_dir/memcheck.log" ] && grep -H -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log_dir"/*check*.log
   sed -n '/^measurement/,$p' "$log_dir/bench_cuda.log"
   sed -n '/^measurement/,$p' "$log_dir/bench_cuda_ctx4096.log" | grep decode

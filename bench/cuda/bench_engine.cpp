@@ -12,6 +12,8 @@
 
 #include "backend/cuda_loader.h"
 #include "engine/engine.h"
+#include "engine/sampler.h"
+#include "runner/model_runner.h"
 #include "models/model.h"
 
 namespace tessera::bench {
@@ -85,6 +87,31 @@ Row run_batch(Engine& engine, int vocab, int batch, int prompt_len, int gen, con
   return r;
 }
 
+// Scoring a text (perplexity, prompt logprobs): the log-probability of each token given the ones
+// before it, in tokens per second. Engine::score computes them where the logits are; the host's
+// way, measured beside it, reads every row's logits back and log-softmaxes them on the host.
+double score_tok_s(Engine& engine, const std::vector<int32_t>& text) {
+  auto t0 = Clock::now();
+  std::vector<double> lp = engine.score(text);
+  return double(lp.size()) / std::chrono::duration<double>(Clock::now() - t0).count();
+}
+double host_score_tok_s(Model& model, Backend& be, const std::vector<int32_t>& text) {
+  const int bs = 16, blocks = int(text.size() + bs - 1) / bs;
+  KvCache cache = allocate_kv_cache(be, model.kv_spec(), blocks, bs);
+  BlockManager bm(blocks, bs);
+  Sequence s;
+  s.tokens = text;
+  s.num_prompt_tokens = int(text.size());
+  bm.ensure_capacity(s, int(text.size()));
+  ModelRunner runner(model, be, cache);
+  auto t0 = Clock::now();
+  StepLogits l = runner.run({{&s, int(text.size()) - 1}}, /*all_rows=*/true);
+  std::vector<double> lp;
+  for (size_t r = 0; r < l.position.size(); ++r)
+    lp.push_back(log_softmax(l.logits.data() + r * size_t(l.vocab), l.vocab)[size_t(text[size_t(l.position[r]) + 1])]);
+  return double(lp.size()) / std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"Batched generation through the engine on the GPU"};
   std::string model_dir = "/tmp/tessera-bench-load-8b";
@@ -132,8 +159,17 @@ int run(int argc, char** argv) {
       rows.push_back(run_batch(engine, vocab, b, prompt_len, gen, penalised, "+ rep 1.1, freq 0.3"));
   SamplingParams logprobs = greedy;
   logprobs.logprobs = 5;
-  if (std::count(batches.begin(), batches.end(), 64))
+  SamplingParams nucleus_logprobs = nucleus;
+  nucleus_logprobs.logprobs = 5;
+  if (std::count(batches.begin(), batches.end(), 64)) {
     rows.push_back(run_batch(engine, vocab, 64, prompt_len, gen, greedy, "greedy, 1 logprobs", &logprobs));
+    rows.push_back(run_batch(engine, vocab, 64, prompt_len, gen, logprobs, "greedy, 64 logprobs"));
+    rows.push_back(run_batch(engine, vocab, 64, prompt_len, gen, nucleus_logprobs, "nucleus, 64 logprobs"));
+    // More than the backend lists (kMaxBackendLogprobs): every row's logits come back to the host.
+    SamplingParams many = logprobs;
+    many.logprobs = kMaxBackendLogprobs + 1;
+    rows.push_back(run_batch(engine, vocab, 64, prompt_len, gen, many, "greedy, 64 x 21 (host)"));
+  }
   {
     // The same steps with every op launched on its own: what the CUDA graphs save.
     EngineConfig eager_cfg = cfg;
@@ -145,6 +181,12 @@ int run(int argc, char** argv) {
       if (std::count(batches.begin(), batches.end(), b))
         rows.push_back(run_batch(eager, vocab, b, prompt_len, gen, greedy, "greedy, eager"));
   }
+
+  std::mt19937 text_rng{7};
+  std::vector<int32_t> text(2048);
+  for (int32_t& t : text) t = int32_t(text_rng() % uint32_t(vocab));
+  const double scored = score_tok_s(engine, text);
+  const double host_scored = host_score_tok_s(*lm.model, *be, text);
 
   std::printf("\n%-6s %-20s %14s %14s %12s\n", "batch", "sampling", "prefill tok/s", "decode tok/s", "ms / step");
   for (const Row& r : rows)
@@ -158,6 +200,9 @@ int run(int argc, char** argv) {
     std::printf("%-6d %-20s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.0f%%\n", r.batch, r.sampling.c_str(),
                 r.prepare_ms, r.enqueue_ms, r.readback_ms, r.schedule_ms, r.sample_ms, r.other_ms, r.median_ms,
                 r.max_ms, 100 * r.replayed);
+  std::printf("\nscoring %zu tokens (perplexity): %.0f tok/s with logprobs where the logits are; %.0f tok/s "
+              "reading the logits back to the host\n",
+              text.size(), scored, host_scored);
   return 0;
 }
 

@@ -82,6 +82,19 @@ inline void check_logit_edits(const Tensor& x, const std::vector<LogitEdit>& edi
                       shape_str(x.shape()));
 }
 
+// Throws unless Backend::logprobs() can read rows [n] and tokens [R] of x [R, V] (i32, in range)
+// and write out_lp [n, 1 + top_n] (f32) and, for top_n > 0, out_ids [n, top_n] (i32).
+inline void check_logprobs_shapes(const Tensor& x, const Tensor& rows, const Tensor& tokens, int top_n,
+                                  const Tensor& out_lp, const Tensor& out_ids) {
+  const int64_t V = x.dim(-1), R = V ? x.numel() / V : 0, n = rows.numel();
+  TESSERA_CHECK(x.dtype() == DType::F32 && rows.dtype() == DType::I32 && tokens.dtype() == DType::I32 &&
+                    tokens.numel() == R && top_n >= 0 && top_n <= V && out_lp.dtype() == DType::F32 &&
+                    out_lp.numel() == n * (1 + top_n) &&
+                    (top_n == 0 || (out_ids.dtype() == DType::I32 && out_ids.numel() == n * top_n)),
+                "logprobs: " + shape_str(x.shape()) + " logits, " + std::to_string(n) + " rows, " +
+                    std::to_string(tokens.numel()) + " tokens, top " + std::to_string(top_n));
+}
+
 // Memory of the device a backend computes on, in bytes.
 struct MemoryInfo {
   size_t total = 0;  // CPU: physical memory; CUDA: the GPU's memory
@@ -195,6 +208,15 @@ class Backend {
   virtual void sample_rows(const Tensor& x, const std::vector<RowSampling>& rows, Tensor& out) = 0;
   // x [R, V] edited in place: at most one edit per (row, token), every one in range.
   virtual void edit_logits(Tensor& x, const std::vector<LogitEdit>& edits) = 0;
+  // Log-probabilities where the logits are (a sampled token's, a scored text's), so that only
+  // they travel. For the rows of x [R, V] listed in rows [n] (i32) — each row's log-softmax,
+  // x - (max + log(sum of exp(x - max))) with the sum in double — out_lp [n, 1 + top_n] (f32)
+  // gets row rows[i]'s value at token tokens[rows[i]] (tokens: [R] i32, in range), then its
+  // top_n largest values (larger first, lower id on ties), whose ids go to out_ids [n, top_n]
+  // (i32; unused when top_n is 0). A row whose normaliser is not finite (an inf or NaN logit)
+  // lists NaN or -inf values, in an unspecified order.
+  virtual void logprobs(const Tensor& x, const Tensor& rows, const Tensor& tokens, int top_n, Tensor& out_lp,
+                        Tensor& out_ids) = 0;
 };
 
 struct CpuOptions {

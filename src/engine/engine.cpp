@@ -124,9 +124,9 @@ std::vector<TokenOutput> Engine::step() {
   times_.schedule += seconds_since(t0);
   if (batch.empty()) return out;
   ++times_.steps;
-  // Each row is drawn where it is cheapest: by the backend when it can (greedy anywhere; any
-  // sampling without logprobs on a GPU), so only its id comes back; else on the host from its
-  // logits. The draws are in the runner's row order: one per sequence whose pending tokens all
+  // Each row is drawn where it is cheapest: by the backend when it can (greedy anywhere; on a
+  // GPU any sampling, with logprobs too unless penalties change its row), so only its id and
+  // logprobs come back; else on the host from its logits. The draws are in the runner's row order: one per sequence whose pending tokens all
   // get computed this step.
   auto t = Clock::now();
   Draws draws;
@@ -137,6 +137,7 @@ std::vector<TokenOutput> Engine::step() {
     const bool on_backend = is_plain_argmax(s.params) || (draw_on_backend_ && is_backend_drawable(s.params));
     if (!on_backend) draws.host_rows.push_back(int32_t(sampled.size()));
     draws.rows.push_back(on_backend ? backend_draw(s.params, s.rng) : RowSampling{});
+    draws.logprobs.push_back(on_backend ? s.params.logprobs : -1);
     sampled.push_back(&s);
   }
   // Penalties and logit bias of the backend's rows become edits of their logits, one row per
@@ -168,7 +169,13 @@ std::vector<TokenOutput> Engine::step() {
   // process's pool: with a 128k vocabulary one row of nucleus sampling costs milliseconds.
   const size_t rows = logits.seq_index.size();
   std::vector<SampleResult> results(rows);
-  for (size_t r = 0; r < rows; ++r) results[r].token = logits.ids[r];
+  for (size_t r = 0; r < rows; ++r) {
+    results[r].token = logits.ids[r];
+    if (draws.logprobs[r] >= 0 && !on_host(r)) {
+      results[r].logprob = logits.token_logprob[r];
+      results[r].top = std::move(logits.top_logprobs[r]);
+    }
+  }
   ThreadPool::global().parallel_for(int64_t(draws.host_rows.size()), 1, [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h) {
       const size_t r = size_t(draws.host_rows[size_t(h)]);
@@ -202,11 +209,7 @@ std::vector<double> Engine::score(const std::vector<int32_t>& tokens) {
   while (s.num_computed_tokens < n - 1) {
     int chunk = std::min(n - 1 - s.num_computed_tokens, cfg_.scheduler.max_num_batched_tokens);
     TESSERA_CHECK(blocks_.ensure_capacity(s, s.num_computed_tokens + chunk), "KV cache too small to score this text");
-    StepLogits l = runner_.run({{&s, chunk}}, /*all_rows=*/true);
-    for (size_t r = 0; r < l.position.size(); ++r) {
-      std::vector<float> lp = log_softmax(l.logits.data() + r * size_t(l.vocab), l.vocab);
-      out.push_back(lp[tokens[size_t(l.position[r]) + 1]]);
-    }
+    for (float lp : runner_.score({{&s, chunk}})) out.push_back(lp);
     s.num_computed_tokens += chunk;
     blocks_.register_full_blocks(s);
   }

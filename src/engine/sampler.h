@@ -37,9 +37,12 @@ using Rng = std::mt19937_64;
 bool is_plain_argmax(const SamplingParams& p);
 // Penalties or logit bias: the row changes before the draw.
 bool has_penalties(const SamplingParams& p);
-// Nothing a backend's draw lacks (logprobs need the whole row on the host; a logit bias naming a
-// token twice is applied twice in order there): the draw can be made where the logits are, as
-// append_logit_edits() and then Backend::sample_rows() or argmax_rows().
+// Nothing a backend's draw lacks: the draw can be made where the logits are, as
+// append_logit_edits() and then Backend::sample_rows() or argmax_rows(), with logprobs (up to
+// kMaxBackendLogprobs of them) by Backend::logprobs(). Not where the logprobs' row (the model's)
+// differs from the drawn one (penalties or bias), nor where a logit bias names a token twice
+// (applied twice in order on the host).
+constexpr int kMaxBackendLogprobs = 20;
 bool is_backend_drawable(const SamplingParams& p);
 // The draw sample() would make for these parameters, for Backend::sample_rows(): its uniform is
 // taken from rng exactly as sample() takes it, so a seed gives the same tokens either way.

@@ -190,8 +190,38 @@ StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_row
       const bool greedy = std::all_of(rows.begin(), rows.end(), [](const RowSampling& d) { return d.temperature <= 0; });
       if (greedy) be_.argmax_rows(logits, ids);
       else be_.sample_rows(logits, rows, ids);
+      std::vector<int32_t> lp_rows;  // the backend's rows that report logprobs
+      int top = 0;
+      for (size_t r = 0; r < draws->logprobs.size(); ++r)
+        if (draws->logprobs[r] >= 0 && !std::binary_search(draws->host_rows.begin(), draws->host_rows.end(), int32_t(r)))
+          lp_rows.push_back(int32_t(r)), top = std::max(top, draws->logprobs[r]);
+      for (const LogitEdit& e : draws->edits)
+        TESSERA_CHECK(!std::binary_search(lp_rows.begin(), lp_rows.end(), e.row),
+                      "runner: logprobs asked of an edited row (they are of the model's own logits)");
+      const int64_t nl = int64_t(lp_rows.size());
+      top = std::min(top, out.vocab);
+      Tensor lp, lp_ids;
+      if (nl > 0) {
+        lp = be_.empty(DType::F32, {nl, 1 + top}), lp_ids = be_.empty(DType::I32, {nl, std::max(top, 1)});
+        be_.logprobs(logits, upload_i32(lp_rows, {nl}), ids, top, lp, lp_ids);
+      }
       lap(t, times_.enqueue);
       be_.download(ids, out.ids.data());
+      if (nl > 0) {
+        std::vector<float> values(size_t(nl) * size_t(1 + top));
+        std::vector<int32_t> best(size_t(nl) * size_t(std::max(top, 1)));
+        be_.download(lp, values.data());
+        if (top > 0) be_.download(lp_ids, best.data());
+        out.token_logprob.assign(size_t(num_logits), 0.0f);
+        out.top_logprobs.resize(size_t(num_logits));
+        for (int64_t i = 0; i < nl; ++i) {
+          const size_t r = size_t(lp_rows[size_t(i)]);
+          const float* v = values.data() + i * (1 + top);
+          out.token_logprob[r] = v[0];
+          for (int k = 0; k < std::min(draws->logprobs[r], top); ++k)
+            out.top_logprobs[r].emplace_back(best[size_t(i * top + k)], v[1 + k]);
+        }
+      }
       lap(t, times_.readback);
     }
     if (host_rows > 0 && host_rows < num_logits) {
@@ -208,6 +238,30 @@ StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_row
     lap(t, times_.readback);
   }
   out.logits = {logits_host_.defined() ? logits_host_.data<float>() : nullptr, size_t(n)};
+  return out;
+}
+
+std::vector<float> ModelRunner::score(const std::vector<ScheduledSeq>& batch) {
+  auto t = Clock::now();
+  StepLogits rows;
+  Inputs in = flatten(batch, /*all_rows=*/true, 0, rows);
+  const int64_t R = int64_t(rows.seq_index.size());
+  std::vector<int32_t> tokens(static_cast<size_t>(R)), index(static_cast<size_t>(R));
+  for (int64_t r = 0; r < R; ++r) {
+    const Sequence& s = *batch[size_t(rows.seq_index[size_t(r)])].seq;
+    const size_t at = size_t(rows.position[size_t(r)]) + 1;
+    TESSERA_CHECK(at < s.tokens.size(), "runner: scoring needs the token after position " + std::to_string(at - 1));
+    tokens[size_t(r)] = s.tokens[at];
+    index[size_t(r)] = int32_t(r);
+  }
+  lap(t, times_.prepare);
+  Tensor logits = forward(in);
+  Tensor lp = be_.empty(DType::F32, {R, 1}), none;
+  be_.logprobs(logits, upload_i32(index, {R}), upload_i32(tokens, {R}), 0, lp, none);
+  lap(t, times_.enqueue);
+  std::vector<float> out(static_cast<size_t>(R));
+  if (R > 0) be_.download(lp, out.data());
+  lap(t, times_.readback);
   return out;
 }
 

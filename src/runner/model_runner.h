@@ -28,16 +28,23 @@ struct StepLogits {
   // Draws::host_rows, in that order.
   std::span<const float> logits;
   std::vector<int32_t> ids;  // with draws: [rows] the backend's chosen tokens (-1 in the host's rows)
+  // With draws that ask for them (Draws::logprobs): per row, the chosen token's logprob and the
+  // top-n list, as Backend::logprobs() gives them; unset in the other rows.
+  std::vector<float> token_logprob;
+  std::vector<std::vector<std::pair<int32_t, float>>> top_logprobs;
   int vocab = 0;
 };
 
 // How each logits row of a step is drawn (ModelRunner::run): by the backend, rows[i] for row i
 // after the edits of penalties and logit bias (Backend::edit_logits); or, for the rows listed in
 // host_rows (ascending; their draws and edits are unused), on the host from their logits.
+// logprobs (empty, or one per row): -1, or for a backend's row without edits, the number of
+// most likely tokens to list with its token's logprob (Backend::logprobs, of the model's logits).
 struct Draws {
   std::vector<RowSampling> rows;
   std::vector<LogitEdit> edits;
   std::vector<int32_t> host_rows;
+  std::vector<int> logprobs;
 };
 
 // Where a run's wall time went, in seconds (host clock).
@@ -58,6 +65,9 @@ class ModelRunner {
   // are (argmax_rows when every row is greedy, else sample_rows) and only the ids come back (on a
   // GPU, 4 bytes a row instead of the vocabulary's logits), besides the logits of the host's rows.
   StepLogits run(const std::vector<ScheduledSeq>& batch, bool all_rows = false, const Draws* draws = nullptr);
+  // Scoring a text: the log-probability of each sequence's next token after every new token of
+  // the step (the sequences' tokens reach past them), computed where the logits are.
+  std::vector<float> score(const std::vector<ScheduledSeq>& batch);
   // Sums over every run so far.
   const RunTimes& times() const { return times_; }
 

@@ -427,6 +427,34 @@ OpCase sample_rows_case(int R, int V, int shape, uint64_t seed) {
           }};
 }
 
+// Log-probabilities of R rows (normal values, or coarse ones so that values tie and the lower id
+// must come first), for a subset of the rows in a shuffled order, at the tokens a draw or a
+// text gives, with the top_n list. The normaliser's sum is in double on every backend and only its
+// order may differ, so values agree to a unit in the last place (NMSE far below 1e-12) and ids
+// exactly (an id off gives an NMSE near 1).
+OpCase logprobs_case(int R, int V, int top_n, bool ties, uint64_t seed) {
+  Rng rng(seed);
+  Tensor x = random_tensor(DType::F32, {R, V}, rng, 3.0f);
+  if (ties)
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::round(x.data<float>()[i] * 2.0f) / 2.0f;
+  std::vector<int32_t> tokens(static_cast<size_t>(R)), rows;
+  for (auto& t : tokens) t = int32_t(rng.uniform(0, V - 1));
+  for (int r = 0; r < R; ++r)
+    if (R < 3 || r % 3 != 1) rows.push_back(r);
+  std::shuffle(rows.begin(), rows.end(), rng.gen);
+  const int n = int(rows.size());
+  std::string name = "logprobs R=" + std::to_string(R) + " V=" + std::to_string(V) + " rows=" + std::to_string(n) +
+                     " top " + std::to_string(top_n) + (ties ? " ties" : "");
+  return {name, "logprobs", DType::F32, 1e-12, [=](Backend& be) {
+            Tensor lp = poisoned(be, {n, 1 + top_n}, DType::F32);
+            Tensor ids = be.upload(i32_tensor(std::vector<int32_t>(size_t(n) * size_t(std::max(top_n, 1)), -1)));
+            be.logprobs(upload(be, x), be.upload(i32_tensor(rows)), be.upload(i32_tensor(tokens)), top_n, lp, ids);
+            std::vector<int32_t> got(static_cast<size_t>(n) * size_t(top_n));
+            if (top_n > 0) be.download(ids, got.data());
+            return Outputs{widened(be, lp), std::vector<float>(got.begin(), got.end())};
+          }};
+}
+
 const DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16};
 
 }  // namespace
@@ -539,6 +567,13 @@ std::vector<OpCase> op_cases(const std::string& op) {
     cases.push_back(edit_logits_case(1, 7, 7, seed++));
     cases.push_back(edit_logits_case(4, 1000, 300, seed++));
     cases.push_back(edit_logits_case(64, 128256, 2000, seed++));
+  } else if (op == "logprobs") {
+    cases.push_back(logprobs_case(1, 7, 7, false, seed++));
+    cases.push_back(logprobs_case(1, 128256, 0, false, seed++));
+    cases.push_back(logprobs_case(1, 128256, 20, false, seed++));
+    cases.push_back(logprobs_case(9, 3000, 5, true, seed++));
+    cases.push_back(logprobs_case(64, 32000, 1, false, seed++));
+    cases.push_back(logprobs_case(130, 1000, 0, true, seed++));
   } else if (op == "argmax_rows") {
     for (auto [R, N] : {std::pair{1, 1}, {1, 4096}, {3, 1000}, {64, 128256}})
       for (bool ties : {false, true}) cases.push_back(argmax_rows_case(R, N, ties, seed++));
@@ -550,7 +585,7 @@ const std::vector<std::string>& op_names() {
   static const std::vector<std::string> names = {"embedding", "rms_norm", "add_rms_norm",  "linear",
                                                  "rope",      "store_kv", "rope_store_kv", "attention",
                                                  "silu_mul",  "add",      "gather_rows",   "argmax_rows",
-                                                 "sample_rows", "edit_logits"};
+                                                 "sample_rows", "edit_logits", "logprobs"};
   return names;
 }
 

@@ -180,6 +180,9 @@ class Faulty final : public Backend {
   void argmax_rows(const Tensor& x, Tensor& o) override { ref_->argmax_rows(x, o); }
   void sample_rows(const Tensor& x, const std::vector<RowSampling>& r, Tensor& o) override { ref_->sample_rows(x, r, o); }
   void edit_logits(Tensor& x, const std::vector<LogitEdit>& e) override { ref_->edit_logits(x, e); }
+  void logprobs(const Tensor& x, const Tensor& r, const Tensor& t, int n, Tensor& lp, Tensor& ids) override {
+    ref_->logprobs(x, r, t, n, lp, ids);
+  }
 
  private:
   Fault fault_;

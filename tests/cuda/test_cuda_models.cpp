@@ -55,6 +55,27 @@ std::vector<std::vector<int32_t>> greedy(Model& model, Backend& be, const std::v
   return out;
 }
 
+// Each prompt's draws with their logprobs, through the engine.
+std::vector<std::vector<SampleResult>> draws_with_logprobs(Model& model, Backend& be,
+                                                           const std::vector<std::vector<int32_t>>& prompts,
+                                                           const std::vector<SamplingParams>& params, int max_tokens) {
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  Engine engine(model, be, cfg);
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Request r;
+    r.prompt = prompts[i];
+    r.max_tokens = max_tokens;
+    r.params = params[i];
+    ids.push_back(engine.add_request(r));
+  }
+  std::vector<std::vector<SampleResult>> out(prompts.size());
+  while (engine.has_work())
+    for (auto& o : engine.step()) out[std::find(ids.begin(), ids.end(), o.seq_id) - ids.begin()].push_back(o.sample);
+  return out;
+}
+
 class CudaModels : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaModels, MatchCpuBackend) {
@@ -115,6 +136,36 @@ TEST_P(CudaModels, MatchCpuBackend) {
     if (lim.exact_greedy) EXPECT_EQ(pa[p], pb[p]) << "penalised, prompt " << p;
     else EXPECT_EQ(pa[p].at(0), pb[p].at(0)) << "penalised, prompt " << p;
   }
+
+  // Logprobs where the logits are (Backend::logprobs), beside a row without them; the CPU
+  // computes them on the host from its logits. f32 models: the logits agree to ~1e-6, so the
+  // logprobs to 1e-4, and the top lists' ids wherever neighbours are further apart than that;
+  // 16-bit models (logits NMSE up to 1e-3): the first step's token and its logprob to 0.1.
+  std::vector<SamplingParams> lp_params(3);
+  for (auto& q : lp_params) q.temperature = 0;
+  lp_params[0].logprobs = 5, lp_params[2].logprobs = 20;
+  auto la = draws_with_logprobs(*on_cpu.model, *cpu, prompts, lp_params, 12);
+  auto lb = draws_with_logprobs(*on_gpu.model, *gpu, prompts, lp_params, 12);
+  double worst = 0;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const size_t steps = lim.exact_greedy ? la[p].size() : 1;
+    ASSERT_EQ(la[p].size(), lb[p].size());
+    for (size_t i = 0; i < steps; ++i) {
+      const SampleResult &want_s = la[p][i], &got_s = lb[p][i];
+      ASSERT_EQ(want_s.token, got_s.token) << "logprobs, prompt " << p << " step " << i;
+      ASSERT_EQ(want_s.top.size(), got_s.top.size());
+      worst = std::max(worst, double(std::abs(want_s.logprob - got_s.logprob)));
+      EXPECT_NEAR(want_s.logprob, got_s.logprob, lim.exact_greedy ? 1e-4 : 0.1) << "prompt " << p << " step " << i;
+      if (!lim.exact_greedy) continue;
+      for (size_t k = 0; k < want_s.top.size(); ++k) {
+        EXPECT_NEAR(want_s.top[k].second, got_s.top[k].second, 1e-4);
+        const bool apart = (k == 0 || want_s.top[k - 1].second - want_s.top[k].second > 1e-4) &&
+                           (k + 1 == want_s.top.size() || want_s.top[k].second - want_s.top[k + 1].second > 1e-4);
+        if (apart) EXPECT_EQ(want_s.top[k].first, got_s.top[k].first) << "prompt " << p << " step " << i << " top " << k;
+      }
+    }
+  }
+  std::printf("MODEL %-14s logprobs on the GPU vs the host's: largest difference %.2e\n", GetParam().c_str(), worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModels,

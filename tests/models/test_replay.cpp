@@ -66,6 +66,9 @@ class RecordingCpu final : public Backend {
   void argmax_rows(const Tensor& x, Tensor& o) override { cpu_->argmax_rows(x, o); }
   void sample_rows(const Tensor& x, const std::vector<RowSampling>& r, Tensor& o) override { cpu_->sample_rows(x, r, o); }
   void edit_logits(Tensor& x, const std::vector<LogitEdit>& e) override { cpu_->edit_logits(x, e); }
+  void logprobs(const Tensor& x, const Tensor& r, const Tensor& t, int n, Tensor& lp, Tensor& ids) override {
+    cpu_->logprobs(x, r, t, n, lp, ids);
+  }
 
  private:
   struct Ops final : Recording {

@@ -115,6 +115,10 @@ class CpuBackend final : public Backend {
   void sample_rows(const Tensor& x, const std::vector<RowSampling>& rows, Tensor& out) override {
     cpu::ref::sample_rows(x, rows, out);
   }
+  void logprobs(const Tensor& x, const Tensor& rows, const Tensor& tokens, int top_n, Tensor& out_lp,
+                Tensor& out_ids) override {
+    cpu::ref::logprobs(x, rows, tokens, top_n, out_lp, out_ids);
+  }
 
  private:
   bool reference_;

@@ -253,4 +253,36 @@ void argmax_rows(const Tensor& x, Tensor& out) {
   }
 }
 
+void logprobs(const Tensor& x, const Tensor& rows, const Tensor& tokens, int top_n, Tensor& out_lp,
+              Tensor& out_ids) {
+  check_logprobs_shapes(x, rows, tokens, top_n, out_lp, out_ids);
+  const int64_t V = x.dim(-1), R = x.numel() / V;
+  std::vector<float> lp(static_cast<size_t>(V));
+  std::vector<int32_t> order(static_cast<size_t>(V));
+  for (int64_t i = 0; i < rows.numel(); ++i) {
+    const int32_t r = rows.data<int32_t>()[i], token = tokens.data<int32_t>()[r];
+    TESSERA_CHECK(r >= 0 && r < R && token >= 0 && token < V,
+                  "logprobs: row " + std::to_string(r) + " token " + std::to_string(token) + " outside " +
+                      shape_str(x.shape()));
+    const float* row = x.data<float>() + r * V;
+    float mx = row[0];
+    for (int64_t j = 1; j < V; ++j) mx = row[j] > mx ? row[j] : mx;
+    double sum = 0;
+    for (int64_t j = 0; j < V; ++j) sum += std::exp(double(row[j]) - mx);
+    const double lse = mx + std::log(sum);
+    for (int64_t j = 0; j < V; ++j) lp[size_t(j)] = float(double(row[j]) - lse);
+    float* out = out_lp.data<float>() + i * (1 + top_n);
+    out[0] = lp[size_t(token)];
+    std::iota(order.begin(), order.end(), 0);
+    if (std::isfinite(lse))
+      std::partial_sort(order.begin(), order.begin() + top_n, order.end(), [&](int32_t a, int32_t b) {
+        return lp[size_t(a)] > lp[size_t(b)] || (lp[size_t(a)] == lp[size_t(b)] && a < b);
+      });
+    for (int k = 0; k < top_n; ++k) {
+      out[1 + k] = lp[size_t(order[size_t(k)])];
+      out_ids.data<int32_t>()[i * top_n + k] = order[size_t(k)];
+    }
+  }
+}
+
 }  // namespace tessera::cpu::ref

@@ -25,5 +25,6 @@ void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out);
 void sample_rows(const Tensor& x, const std::vector<RowSampling>& rows, Tensor& out);
 void edit_logits(Tensor& x, const std::vector<LogitEdit>& edits);
 void argmax_rows(const Tensor& x, Tensor& out);
+void logprobs(const Tensor& x, const Tensor& rows, const Tensor& tokens, int top_n, Tensor& out_lp, Tensor& out_ids);
 
 }  // namespace tessera::cpu::ref

@@ -482,6 +482,19 @@ class CudaBackend final : public Backend {
     cuda::edit_logits(ptr(x), x.dim(-1), static_cast<const LogitEdit*>(dev.raw()), int64_t(edits.size()), stream_);
   }
 
+  void logprobs(const Tensor& x, const Tensor& rows, const Tensor& tokens, int top_n, Tensor& out_lp,
+                Tensor& out_ids) override {
+    check_logprobs_shapes(x, rows, tokens, top_n, out_lp, out_ids);
+    require_device(x, "logprobs", "x");
+    require_device(rows, "logprobs", "rows");
+    require_device(tokens, "logprobs", "tokens");
+    require_device(out_lp, "logprobs", "out_lp");
+    if (top_n > 0) require_device(out_ids, "logprobs", "out_ids");
+    const int64_t V = x.dim(-1);
+    cuda::logprobs(ptr(x), x.numel() / V, V, ptr<int32_t>(rows), rows.numel(), ptr<int32_t>(tokens), top_n,
+                   ptr(out_lp), top_n > 0 ? ptr<int32_t>(out_ids) : nullptr, stream_);
+  }
+
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
     require_f32(x, "gather_rows", "x");
     require_i32(rows, "gather_rows", "rows");

@@ -38,6 +38,10 @@ void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
 void argmax_rows(const float* x, int64_t R, int64_t N, int32_t* out, cudaStream_t s);
 // backend.h's edit_logits() of x [R, V] with n edits (device memory), one thread each.
 void edit_logits(float* x, int64_t V, const LogitEdit* edits, int64_t n, cudaStream_t s);
+// backend.h's logprobs() for the n rows listed in rows (device memory) of x [R, V]; a row or
+// token out of range gives NaN values (and ids -1).
+void logprobs(const float* x, int64_t R, int64_t V, const int32_t* rows, int64_t n, const int32_t* tokens, int top_n,
+              float* out_lp, int32_t* out_ids, cudaStream_t s);
 // Out-of-range rows give rows of NaN.
 void gather_rows(const float* x, const int32_t* rows, int64_t R, int64_t D, int64_t num_rows, float* out,
                  cudaStream_t s);
