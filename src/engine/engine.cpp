@@ -125,8 +125,8 @@ std::vector<TokenOutput> Engine::step() {
   if (batch.empty()) return out;
   ++times_.steps;
   // Each row is drawn where it is cheapest: by the backend when it can (greedy anywhere; on a
-  // GPU any sampling, with logprobs too unless penalties change its row), so only its id and
-  // logprobs come back; else on the host from its logits. The draws are in the runner's row order: one per sequence whose pending tokens all
+  // GPU any sampling, with up to 20 logprobs), so only its id and logprobs come back; else on the
+  // host from its logits. The draws are in the runner's row order: one per sequence whose pending tokens all
   // get computed this step.
   auto t = Clock::now();
   Draws draws;

@@ -327,7 +327,7 @@ bool has_penalties(const SamplingParams& p) {
 }
 
 bool is_backend_drawable(const SamplingParams& p) {
-  if (p.logprobs > kMaxBackendLogprobs || (p.logprobs >= 0 && has_penalties(p))) return false;
+  if (p.logprobs > kMaxBackendLogprobs) return false;
   std::vector<int32_t> biased;
   for (auto [t, b] : p.logit_bias) biased.push_back(t);
   std::sort(biased.begin(), biased.end());

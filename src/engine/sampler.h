@@ -39,8 +39,7 @@ bool is_plain_argmax(const SamplingParams& p);
 bool has_penalties(const SamplingParams& p);
 // Nothing a backend's draw lacks: the draw can be made where the logits are, as
 // append_logit_edits() and then Backend::sample_rows() or argmax_rows(), with logprobs (up to
-// kMaxBackendLogprobs of them) by Backend::logprobs(). Not where the logprobs' row (the model's)
-// differs from the drawn one (penalties or bias), nor where a logit bias names a token twice
+// kMaxBackendLogprobs of them) by Backend::logprobs(). Not where a logit bias names a token twice
 // (applied twice in order on the host).
 constexpr int kMaxBackendLogprobs = 20;
 bool is_backend_drawable(const SamplingParams& p);

@@ -186,24 +186,31 @@ StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_row
     if (host_rows < num_logits) {
       // The edits touch only the backend's rows, so the host's rows come back as the model made them.
       Tensor ids = be_.empty(DType::I32, {num_logits});
-      if (!draws->edits.empty()) be_.edit_logits(logits, draws->edits);
-      const bool greedy = std::all_of(rows.begin(), rows.end(), [](const RowSampling& d) { return d.temperature <= 0; });
-      if (greedy) be_.argmax_rows(logits, ids);
-      else be_.sample_rows(logits, rows, ids);
       std::vector<int32_t> lp_rows;  // the backend's rows that report logprobs
       int top = 0;
       for (size_t r = 0; r < draws->logprobs.size(); ++r)
         if (draws->logprobs[r] >= 0 && !std::binary_search(draws->host_rows.begin(), draws->host_rows.end(), int32_t(r)))
           lp_rows.push_back(int32_t(r)), top = std::max(top, draws->logprobs[r]);
-      for (const LogitEdit& e : draws->edits)
-        TESSERA_CHECK(!std::binary_search(lp_rows.begin(), lp_rows.end(), e.row),
-                      "runner: logprobs asked of an edited row (they are of the model's own logits)");
-      const int64_t nl = int64_t(lp_rows.size());
       top = std::min(top, out.vocab);
+      const int64_t nl = int64_t(lp_rows.size());
+      // Logprobs are of the model's own logits: where penalties edit such a row, a copy of the
+      // logits before the edits gives them.
+      Tensor lp_source = logits;
+      if (std::any_of(draws->edits.begin(), draws->edits.end(),
+                      [&](const LogitEdit& e) { return std::binary_search(lp_rows.begin(), lp_rows.end(), e.row); })) {
+        std::vector<int32_t> all(static_cast<size_t>(num_logits));
+        std::iota(all.begin(), all.end(), 0);
+        lp_source = be_.empty(DType::F32, {num_logits, out.vocab});
+        be_.gather_rows(logits, upload_i32(all, {num_logits}), lp_source);
+      }
+      if (!draws->edits.empty()) be_.edit_logits(logits, draws->edits);
+      const bool greedy = std::all_of(rows.begin(), rows.end(), [](const RowSampling& d) { return d.temperature <= 0; });
+      if (greedy) be_.argmax_rows(logits, ids);
+      else be_.sample_rows(logits, rows, ids);
       Tensor lp, lp_ids;
       if (nl > 0) {
         lp = be_.empty(DType::F32, {nl, 1 + top}), lp_ids = be_.empty(DType::I32, {nl, std::max(top, 1)});
-        be_.logprobs(logits, upload_i32(lp_rows, {nl}), ids, top, lp, lp_ids);
+        be_.logprobs(lp_source, upload_i32(lp_rows, {nl}), ids, top, lp, lp_ids);
       }
       lap(t, times_.enqueue);
       be_.download(ids, out.ids.data());

@@ -38,8 +38,8 @@ struct StepLogits {
 // How each logits row of a step is drawn (ModelRunner::run): by the backend, rows[i] for row i
 // after the edits of penalties and logit bias (Backend::edit_logits); or, for the rows listed in
 // host_rows (ascending; their draws and edits are unused), on the host from their logits.
-// logprobs (empty, or one per row): -1, or for a backend's row without edits, the number of
-// most likely tokens to list with its token's logprob (Backend::logprobs, of the model's logits).
+// logprobs (empty, or one per row): -1, or for a backend's row, the number of most likely tokens
+// to list with its token's logprob (Backend::logprobs, of the model's logits before any edits).
 struct Draws {
   std::vector<RowSampling> rows;
   std::vector<LogitEdit> edits;

@@ -31,7 +31,7 @@ Limits limits_for(const LoadedModel& m) {
 
 // replayed: decode steps that replayed a CUDA graph.
 // params: one per prompt, greedy unless given (penalties and bias go through the GPU's
-// edit_logits, logprobs through the host sampler).
+// edit_logits).
 std::vector<std::vector<int32_t>> greedy(Model& model, Backend& be, const std::vector<std::vector<int32_t>>& prompts,
                                          int max_tokens, bool enforce_eager = false, int64_t* replayed = nullptr,
                                          const std::vector<SamplingParams>* params = nullptr) {
@@ -121,8 +121,8 @@ TEST_P(CudaModels, MatchCpuBackend) {
   std::printf("MODEL %-14s greedy ids equal to the CPU's: %d / %d; %lld decode steps replayed\n", GetParam().c_str(),
               same, total, static_cast<long long>(replayed));
 
-  // Penalties and a bias: edited on the GPU, on the host for the CPU; a row with logprobs in the
-  // same steps is drawn on the host from its gathered logits.
+  // Penalties and a bias: edited on the GPU, on the host for the CPU; the row with logprobs too
+  // (its logprobs from a copy of the logits made before the edits).
   SamplingParams penalised;
   penalised.temperature = 0;
   penalised.repetition_penalty = 1.3f, penalised.frequency_penalty = 0.4f, penalised.presence_penalty = 0.2f;
@@ -137,13 +137,14 @@ TEST_P(CudaModels, MatchCpuBackend) {
     else EXPECT_EQ(pa[p].at(0), pb[p].at(0)) << "penalised, prompt " << p;
   }
 
-  // Logprobs where the logits are (Backend::logprobs), beside a row without them; the CPU
-  // computes them on the host from its logits. f32 models: the logits agree to ~1e-6, so the
+  // Logprobs where the logits are (Backend::logprobs): greedy with 5, penalised greedy with 3
+  // (logprobs of the model's own row), 20; the CPU computes them on the host from its logits. f32 models: the logits agree to ~1e-6, so the
   // logprobs to 1e-4, and the top lists' ids wherever neighbours are further apart than that;
   // 16-bit models (logits NMSE up to 1e-3): the first step's token and its logprob to 0.1.
   std::vector<SamplingParams> lp_params(3);
   for (auto& q : lp_params) q.temperature = 0;
   lp_params[0].logprobs = 5, lp_params[2].logprobs = 20;
+  lp_params[1].logprobs = 3, lp_params[1].repetition_penalty = 1.3f, lp_params[1].logit_bias = {{1, 2.0f}};
   auto la = draws_with_logprobs(*on_cpu.model, *cpu, prompts, lp_params, 12);
   auto lb = draws_with_logprobs(*on_gpu.model, *gpu, prompts, lp_params, 12);
   double worst = 0;
