@@ -165,6 +165,9 @@ int run(int argc, char** argv) {
     rows.push_back(run_batch(engine, vocab, 64, prompt_len, gen, greedy, "greedy, 1 logprobs", &logprobs));
     rows.push_back(run_batch(engine, vocab, 64, prompt_len, gen, logprobs, "greedy, 64 logprobs"));
     rows.push_back(run_batch(engine, vocab, 64, prompt_len, gen, nucleus_logprobs, "nucleus, 64 logprobs"));
+    SamplingParams penalised_logprobs = penalised;
+    penalised_logprobs.logprobs = 5;
+    rows.push_back(run_batch(engine, vocab, 64, prompt_len, gen, penalised_logprobs, "+ rep, 64 logprobs"));
     // More than the backend lists (kMaxBackendLogprobs): every row's logits come back to the host.
     SamplingParams many = logprobs;
     many.logprobs = kMaxBackendLogprobs + 1;
