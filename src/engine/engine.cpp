@@ -126,8 +126,8 @@ std::vector<TokenOutput> Engine::step() {
   ++times_.steps;
   // Each row is drawn where it is cheapest: by the backend when it can (greedy anywhere; on a
   // GPU any sampling, with up to 20 logprobs), so only its id and logprobs come back; else on the
-  // host from its logits. The draws are in the runner's row order: one per sequence whose pending tokens all
-  // get computed this step.
+  // host from its logits. The draws are in the runner's row order: one per sequence whose
+  // pending tokens all get computed this step.
   auto t = Clock::now();
   Draws draws;
   std::vector<Sequence*> sampled;

@@ -81,8 +81,7 @@ __global__ void __launch_bounds__(kThreads) logprobs_kernel(const float* x, int6
     Entry best{0.0f, -1};
     for (int64_t j = tid; j < V; j += kThreads) {
       const Entry e{lp_of(j), int(j)};
-      const bool after = prev.id < 0 ? true : before(prev, e);
-      if (after && before(e, best)) best = e;
+      if ((prev.id < 0 || before(prev, e)) && before(e, best)) best = e;
     }
     best = Pick(tmp.pick).Reduce(best, First());
     if (tid == 0) {
