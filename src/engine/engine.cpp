@@ -124,6 +124,8 @@ std::vector<TokenOutput> Engine::step() {
   times_.schedule += seconds_since(t0);
   if (batch.empty()) return out;
   ++times_.steps;
+  // The forward runs (on a GPU) while the host prepares the draws.
+  runner_.launch(batch);
   // Each row is drawn where it is cheapest: by the backend when it can (greedy anywhere; on a
   // GPU any sampling, with up to 20 logprobs), so only its id and logprobs come back; else on the
   // host from its logits. The draws are in the runner's row order: one per sequence whose
@@ -158,7 +160,7 @@ std::vector<TokenOutput> Engine::step() {
     });
   for (const auto& e : edits) draws.edits.insert(draws.edits.end(), e.begin(), e.end());
   times_.sample += seconds_since(t);
-  StepLogits logits = runner_.run(batch, /*all_rows=*/false, &draws);
+  StepLogits logits = runner_.finish(&draws);
   auto t1 = Clock::now();
 
   for (auto& b : batch) {

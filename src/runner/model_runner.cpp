@@ -157,6 +157,11 @@ Tensor ModelRunner::forward_replayed(Inputs in, int seqs, int context) {
 }
 
 StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_rows, const Draws* draws) {
+  launch(batch, all_rows);
+  return finish(draws);
+}
+
+void ModelRunner::launch(const std::vector<ScheduledSeq>& batch, bool all_rows) {
   auto t = Clock::now();
   StepLogits out;
   Tensor logits;
@@ -174,6 +179,16 @@ StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_row
     lap(t, times_.prepare);
     logits = forward(in);
   }
+  lap(t, times_.enqueue);
+  launched_ = Launched{logits, std::move(out)};
+}
+
+StepLogits ModelRunner::finish(const Draws* draws) {
+  TESSERA_CHECK(launched_.has_value(), "runner: finish() without a launched step");
+  auto t = Clock::now();
+  Tensor logits = std::move(launched_->logits);
+  StepLogits out = std::move(launched_->out);
+  launched_.reset();
   const int num_logits = int(out.seq_index.size());
   out.vocab = model_.vocab_size();
   int64_t host_rows = num_logits;  // rows whose logits come back

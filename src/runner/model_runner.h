@@ -12,6 +12,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -65,6 +66,11 @@ class ModelRunner {
   // are (argmax_rows when every row is greedy, else sample_rows) and only the ids come back (on a
   // GPU, 4 bytes a row instead of the vocabulary's logits), besides the logits of the host's rows.
   StepLogits run(const std::vector<ScheduledSeq>& batch, bool all_rows = false, const Draws* draws = nullptr);
+  // run() in two halves, so that the host can prepare a step's draws while the backend computes
+  // its forward: launch() enqueues the forward, finish() draws and reads back. One step at a
+  // time: a launch replaces a launched step that was never finished.
+  void launch(const std::vector<ScheduledSeq>& batch, bool all_rows = false);
+  StepLogits finish(const Draws* draws = nullptr);
   // Scoring a text: the log-probability of each sequence's next token after every new token of
   // the step (the sequences' tokens reach past them), computed where the logits are.
   std::vector<float> score(const std::vector<ScheduledSeq>& batch);
@@ -96,6 +102,12 @@ class ModelRunner {
   const bool replay_;
   std::map<std::pair<int, int>, Replay> replays_;  // by (padded batch, context bucket)
   Tensor logits_host_;  // reused across steps: page-locked on a GPU, grown as needed
+  // Between launch() and finish(): the forward's logits and the rows' bookkeeping.
+  struct Launched {
+    Tensor logits;
+    StepLogits out;
+  };
+  std::optional<Launched> launched_;
   RunTimes times_;
 };
 
