@@ -510,7 +510,7 @@ std::vector<OpCase> op_cases(const std::string& op) {
       for (int D : {67, 4096}) cases.push_back(rms_norm_case(out, 9, D, 0.0f, seed++, out));
   } else if (op == "add_rms_norm") {
     for (DType dt : kFloatTypes)
-      for (auto [T, D] : {std::pair{1, 4096}, {33, 1000}, {7, 64}})
+      for (auto [T, D] : {std::pair{1, 4096}, {33, 1000}, {7, 64}, {3, 5120}, {2, 8192}, {1, 10000}})
         for (bool out_is_delta : {false, true}) cases.push_back(add_rms_norm_case(dt, T, D, T == 33 ? 1.0f : 0.0f, out_is_delta, seed++));
     for (DType out : {DType::BF16, DType::F16})
       for (int D : {67, 4096}) cases.push_back(add_rms_norm_case(out, 9, D, 0.0f, false, seed++, out));
