@@ -173,7 +173,7 @@ std::vector<TokenOutput> Engine::step() {
   std::vector<SampleResult> results(rows);
   for (size_t r = 0; r < rows; ++r) {
     results[r].token = logits.ids[r];
-    if (draws.logprobs[r] >= 0 && !on_host(r)) {
+    if (draws.logprobs[r] >= 0) {  // set for the backend's rows only
       results[r].logprob = logits.token_logprob[r];
       results[r].top = std::move(logits.top_logprobs[r]);
     }

@@ -264,9 +264,11 @@ StepLogits ModelRunner::finish(const Draws* draws) {
 }
 
 std::vector<float> ModelRunner::score(const std::vector<ScheduledSeq>& batch) {
+  launch(batch, /*all_rows=*/true);
   auto t = Clock::now();
-  StepLogits rows;
-  Inputs in = flatten(batch, /*all_rows=*/true, 0, rows);
+  const Tensor logits = std::move(launched_->logits);
+  const StepLogits rows = std::move(launched_->out);
+  launched_.reset();
   const int64_t R = int64_t(rows.seq_index.size());
   std::vector<int32_t> tokens(static_cast<size_t>(R)), index(static_cast<size_t>(R));
   for (int64_t r = 0; r < R; ++r) {
@@ -276,8 +278,6 @@ std::vector<float> ModelRunner::score(const std::vector<ScheduledSeq>& batch) {
     tokens[size_t(r)] = s.tokens[at];
     index[size_t(r)] = int32_t(r);
   }
-  lap(t, times_.prepare);
-  Tensor logits = forward(in);
   Tensor lp = be_.empty(DType::F32, {R, 1}), none;
   be_.logprobs(logits, upload_i32(index, {R}), upload_i32(tokens, {R}), 0, lp, none);
   lap(t, times_.enqueue);

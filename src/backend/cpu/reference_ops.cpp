@@ -270,9 +270,10 @@ void logprobs(const Tensor& x, const Tensor& rows, const Tensor& tokens, int top
     double sum = 0;
     for (int64_t j = 0; j < V; ++j) sum += std::exp(double(row[j]) - mx);
     const double lse = mx + std::log(sum);
-    for (int64_t j = 0; j < V; ++j) lp[size_t(j)] = float(double(row[j]) - lse);
     float* out = out_lp.data<float>() + i * (1 + top_n);
-    out[0] = lp[size_t(token)];
+    out[0] = float(double(row[token]) - lse);
+    if (top_n == 0) continue;  // scoring: the token's value only
+    for (int64_t j = 0; j < V; ++j) lp[size_t(j)] = float(double(row[j]) - lse);
     std::iota(order.begin(), order.end(), 0);
     if (std::isfinite(lse))
       std::partial_sort(order.begin(), order.begin() + top_n, order.end(), [&](int32_t a, int32_t b) {
