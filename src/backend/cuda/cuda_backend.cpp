@@ -397,11 +397,11 @@ class CudaBackend final : public Backend {
     const bool decode = !flash_decode && cuda::decode_attention_applies(a, m.max_query_len);
     int q_tiles = decode || flash_decode ? 0 : cuda::flash_attention_tiles(a, m.max_query_len, smem_optin_);
     int64_t blocks = q_tiles > 0 ? seq_blocks * q_tiles : a.T * a.Hkv;
-    // Decode: up to 8 blocks per SM; small grids split into ranges of 64 keys, grids that fill
-    // the GPU only long contexts (at 512 keys the merge costs more than the split gains).
-    // Tensor-core decode: up to 4 blocks per SM, in ranges of at least 64 keys.
-    int splits = decode         ? attention_splits(blocks, m.max_context_len, blocks < 2 * sm_count_ ? 64 : 512, 8)
-                 : flash_decode ? attention_splits(blocks, m.max_context_len, 64, 4)
+    // Tensor-core decode: by whole waves of blocks (flash_decode_splits). CUDA-core decode: up
+    // to 8 blocks per SM; small grids split into ranges of 64 keys, grids that fill the GPU only
+    // long contexts (at 512 keys the merge costs more than the split gains).
+    int splits = flash_decode   ? cuda::flash_decode_splits(a, sm_count_)
+                 : decode       ? attention_splits(blocks, m.max_context_len, blocks < 2 * sm_count_ ? 64 : 512, 8)
                                 : attention_splits(blocks, m.max_context_len, 128, 2);
     Tensor partial;
     if (splits > 1) partial = empty(DType::F32, {a.T * a.H * splits * (a.Dh + 2)});

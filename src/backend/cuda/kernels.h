@@ -119,6 +119,9 @@ void flash_attention(const AttentionArgs& a, int q_tiles, int splits, float* par
 // Its decode form (one new token per sequence, bf16 caches, up to 16 query heads per kv head):
 // one block per (sequence, kv head, split), the warps sharing out each tile's keys.
 bool flash_decode_applies(const AttentionArgs& a, int max_query_len, size_t smem_limit);
+// Key splits for it: the count whose whole waves of blocks (at the kernel's occupancy) finish
+// soonest, counting a block's start and the splits' merge.
+int flash_decode_splits(const AttentionArgs& a, int sm_count);
 void flash_decode(const AttentionArgs& a, int splits, float* partial, cudaStream_t s);
 
 }  // namespace tessera::cuda
