@@ -204,8 +204,7 @@ Tensor forward(Backend& be, Model& M, const StepInputs& in) {
                  attn);
     be.linear(attn2, L.o, none, d);
     be.add_rms_norm(x, d, L.post_norm, 1e-5f, 0.0f, h);
-    be.linear_group(h, {{L.gate, none, gate}, {L.up, none, up}});
-    be.silu_mul(gate, up, gate);
+    be.linear_silu_mul(h, {L.gate, none, gate}, {L.up, none, up}, gate);
     be.linear(gate, L.down, none, d);
     const bool last_layer = l + 1 == m.layers;
     be.add_rms_norm(x, d, last_layer ? M.norm : M.layers[size_t(l) + 1].in_norm, 1e-5f, 0.0f, last_layer ? normed : h);

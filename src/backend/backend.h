@@ -4,7 +4,8 @@
 // backend's products are faster on 16-bit inputs (linear_input_dtype()): then the tensors that
 // only feed linear() (norm outputs, the MLP's gate/up and its silu_mul) may be in the weights'
 // 16-bit dtype, and the ops that read or write them (rms_norm's and add_rms_norm's out, linear's
-// x and out, silu_mul) take f32, bf16 or f16, computing in f32 and rounding once on output.
+// x and out, silu_mul, linear_silu_mul) take f32, bf16 or f16, computing in f32 and rounding once
+// on output.
 // Every op writes into a caller-provided `out` of the documented shape.
 #pragma once
 #include <cstring>
@@ -186,6 +187,14 @@ class Backend {
                          const AttentionMeta& meta, const AttentionParams& p, Tensor& out) = 0;
   // out = silu(gate) * up, all [T, F]
   virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  // The gated MLP's first half: out[T, F] = silu(x · gate.weightᵀ + gate.bias) * (x · up.weightᵀ +
+  // up.bias), x [T, K], weights [F, K]. gate.out and up.out [T, F] are scratch: the default runs
+  // linear_group() into them, then silu_mul(); a backend may compute out without them (leaving
+  // them unwritten). out may alias gate.out or up.out.
+  virtual void linear_silu_mul(const Tensor& x, const LinearPart& gate, const LinearPart& up, Tensor& out) {
+    linear_group(x, {gate, up});
+    silu_mul(gate.out, up.out, out);
+  }
   // out = a + b (out may alias a)
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   // x += delta, then out = rms_norm(x): a sublayer's residual add and the next one's norm in one

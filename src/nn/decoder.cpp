@@ -117,8 +117,9 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
     linear(attn2, L.o_proj, d);
     be_.add_rms_norm(x, d, L.post_attention_layernorm, opts_.rms_norm_eps, 0.0f, h);
 
-    be_.linear_group(h, {{L.gate_proj.weight, L.gate_proj.bias, gate}, {L.up_proj.weight, L.up_proj.bias, up}});
-    be_.silu_mul(gate, up, gate);
+    // gate = silu(h · gate_projᵀ) * (h · up_projᵀ); up is scratch
+    be_.linear_silu_mul(h, {L.gate_proj.weight, L.gate_proj.bias, gate}, {L.up_proj.weight, L.up_proj.bias, up},
+                        gate);
     linear(gate, L.down_proj, d);
     const bool last = l + 1 == opts_.num_layers;
     be_.add_rms_norm(x, d, last ? norm : layers_[l + 1].input_layernorm, opts_.rms_norm_eps, 0.0f, last ? normed : h);

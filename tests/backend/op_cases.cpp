@@ -321,6 +321,26 @@ OpCase silu_mul_case(int T, int F, uint64_t seed, DType in_dt = DType::F32, DTyp
           }};
 }
 
+// The MLP's gate/up products and silu_mul in one op: f32 x and out (the decode GEMV's form on a
+// GPU), weights of dt with or without biases of dt. The gate/up scratch starts as NaN and is not
+// compared (a backend may leave it); in_place writes into gate's scratch, as the decoder does.
+OpCase linear_silu_mul_case(DType dt, int T, int K, int F, bool bias, bool in_place, uint64_t seed) {
+  Rng rng(seed);
+  Tensor x = random_tensor(DType::F32, {T, K}, rng);
+  Tensor wg = random_tensor(dt, {F, K}, rng, 1.0f / std::sqrt(float(K)));
+  Tensor wu = random_tensor(dt, {F, K}, rng, 1.0f / std::sqrt(float(K)));
+  Tensor bg = bias ? random_tensor(dt, {F}, rng) : Tensor(), bu = bias ? random_tensor(dt, {F}, rng) : Tensor();
+  std::string name = "linear_silu_mul " + dname(dt) + " T=" + std::to_string(T) + " K=" + std::to_string(K) +
+                     " F=" + std::to_string(F) + (bias ? " bias" : "") + (in_place ? " out=gate" : "");
+  return {name, "linear_silu_mul", dt, kReduction, [=](Backend& be) {
+            Tensor bgd = bias ? upload(be, bg) : Tensor(), bud = bias ? upload(be, bu) : Tensor();
+            Tensor g = poisoned(be, {T, F}), u = poisoned(be, {T, F});
+            Tensor out = in_place ? g : poisoned(be, {T, F});
+            be.linear_silu_mul(upload(be, x), {upload(be, wg), bgd, g}, {upload(be, wu), bud, u}, out);
+            return Outputs{download(be, out)};
+          }};
+}
+
 OpCase add_case(int T, int D, bool in_place, uint64_t seed) {
   Rng rng(seed);
   Tensor a = random_tensor(DType::F32, {T, D}, rng), b = random_tensor(DType::F32, {T, D}, rng);
@@ -548,6 +568,17 @@ std::vector<OpCase> op_cases(const std::string& op) {
         cases.push_back(silu_mul_case(T, F, seed++, dt, dt, true));
         cases.push_back(silu_mul_case(T, F, seed++, DType::F32, dt));
       }
+  } else if (op == "linear_silu_mul") {
+    // T 1-2: the GPU's fused GEMV (K = 64: 8 lanes of 32 busy; 256: one piece a lane; 4096: 16,
+    // past the 4 prefetched); 3 and 17: its group products and silu_mul. F not a multiple of the
+    // GEMV's 8 warps per block next to round sizes. In place (out = gate's scratch, as in the
+    // decoder) with biases at odd T.
+    for (DType dt : kFloatTypes)
+      for (int T : {1, 2, 3, 17})
+        for (auto [K, F] : {std::pair{64, 8}, {256, 67}, {4096, 200}}) {
+          for (bool bias : {false, true}) cases.push_back(linear_silu_mul_case(dt, T, K, F, bias, false, seed++));
+          cases.push_back(linear_silu_mul_case(dt, T, K, F, T % 2 == 1, true, seed++));
+        }
   } else if (op == "add") {
     for (auto [T, D] : {std::pair{1, 7}, {1, 2048}, {9, 1003}})
       for (bool in_place : {false, true}) cases.push_back(add_case(T, D, in_place, seed++));
@@ -582,10 +613,10 @@ std::vector<OpCase> op_cases(const std::string& op) {
 }
 
 const std::vector<std::string>& op_names() {
-  static const std::vector<std::string> names = {"embedding", "rms_norm", "add_rms_norm",  "linear",
-                                                 "rope",      "store_kv", "rope_store_kv", "attention",
-                                                 "silu_mul",  "add",      "gather_rows",   "argmax_rows",
-                                                 "sample_rows", "edit_logits", "logprobs"};
+  static const std::vector<std::string> names = {
+      "embedding",     "rms_norm",    "add_rms_norm", "linear",          "rope", "store_kv",
+      "rope_store_kv", "attention",   "silu_mul",     "linear_silu_mul", "add",  "gather_rows",
+      "argmax_rows",   "sample_rows", "edit_logits",  "logprobs"};
   return names;
 }
 

@@ -423,6 +423,29 @@ class CudaBackend final : public Backend {
     cuda::silu_mul(gate.raw(), up.raw(), gate.dtype(), out.raw(), out.dtype(), gate.numel(), stream_);
   }
 
+  // Decode batches (f32 x and out, 16-bit weights, biases of their dtype or none): one GEMV whose
+  // warps each read a row of gate and of up and write only silu(gate) * up, so the intermediates
+  // and the silu_mul launch are gone. Elsewhere the default: the group's products, then silu_mul.
+  void linear_silu_mul(const Tensor& x, const LinearPart& gate, const LinearPart& up, Tensor& out) override {
+    const int64_t K = x.dim(-1), T = x.numel() / K, F = gate.weight.dim(0);
+    const DType dt = gate.weight.dtype();
+    auto fits = [&](const Tensor& bias) { return !bias.defined() || (bias.dtype() == dt && bias.numel() == F); };
+    if (x.dtype() == DType::F32 && out.dtype() == DType::F32 && up.weight.dtype() == dt &&
+        gate.weight.shape() == Shape{F, K} && up.weight.shape() == Shape{F, K} && out.numel() == T * F &&
+        fits(gate.bias) && fits(up.bias)) {
+      require_device(x, "linear_silu_mul", "input");
+      require_device(out, "linear_silu_mul", "out");
+      for (const LinearPart* p : {&gate, &up}) {
+        require_device(p->weight, "linear_silu_mul", "weight");
+        if (p->bias.defined()) require_device(p->bias, "linear_silu_mul", "bias");
+      }
+      const cuda::GatedPair g{gate.weight.raw(), up.weight.raw(), gate.bias.defined() ? gate.bias.raw() : nullptr,
+                              up.bias.defined() ? up.bias.raw() : nullptr, F};
+      if (cuda::gemv_silu_mul(ptr(x), g, dt, T, K, ptr(out), stream_)) return;
+    }
+    Backend::linear_silu_mul(x, gate, up, out);
+  }
+
   void add(const Tensor& a, const Tensor& b, Tensor& out) override {
     require_f32(a, "add", "a");
     require_f32(b, "add", "b");

@@ -72,6 +72,9 @@ __device__ __forceinline__ void store8(T* p, const float* f) {
   *reinterpret_cast<uint4*>(p) = raw;
 }
 
+// silu(g) * u, the gated MLP's product (silu_mul, and the gate/up GEMV that ends in it).
+__device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
 // Programmatic dependent launch (Hopper; no-ops before). A kernel launched after its stream's
 // previous kernel with the programmatic-serialization attribute may start while that kernel
 // still runs: it must call wait_for_previous() before it reads or writes anything the previous

@@ -195,8 +195,6 @@ __global__ void store_kv_kernel(const float* k, const float* v, const int32_t* s
   }
 }
 
-__device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + expf(-g)) * u; }
-
 template <class I, class O>
 __global__ void silu_mul_kernel(const I* gate, const I* up, O* out, int64_t n) {
   allow_next();

@@ -4,6 +4,8 @@
 // reads 16 bytes (8 weights) at a time, so a warp streams 512 contiguous bytes per step, and
 // multiplies them with each token's activations (small, served from L1/L2). The activations
 // stay f32, so this is also more exact than the GEMM path, which rounds them to 16 bits.
+// The MLP's form (gemv_silu_mul) gives each warp row n of gate and of up, read side by side
+// (each activation load serves both), and writes only silu(gate) * up.
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_types.cuh"
 #include "backend/cuda/kernels.h"
@@ -12,6 +14,57 @@ namespace tessera::cuda {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
+
+// acc[r][t] = this lane's share of row r · x[t] (warp_sum gives the whole), for kRows rows of K
+// weights (16-byte aligned) and kTokens tokens. The first kPrefetch pieces of each row are read
+// before the previous kernel (which writes x) has finished: launched as its programmatic
+// dependent, the kernel streams weights while the small kernels before it (norm, attention) run.
+template <class W, int kTokens, int kRows>
+__device__ __forceinline__ void dot_rows(const float* __restrict__ x, const W* const (&wr)[kRows], int64_t K,
+                                         float (&acc)[kRows][kTokens]) {
+  const int lane = threadIdx.x % 32;
+  constexpr int kPrefetch = 4;
+  uint4 pre[kRows][kPrefetch];
+  // Addressed from the lane's first piece (p * 32 pieces on): as wr + lane * 8 + p * 256 the
+  // bf16 two-token gemv_kernel spills.
+#pragma unroll
+  for (int p = 0; p < kPrefetch; ++p)
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      if (lane * 8 + p * 256 < K) pre[r][p] = __ldg(reinterpret_cast<const uint4*>(wr[r] + lane * 8) + p * 32);
+  wait_for_previous();
+  allow_next();
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) acc[r][t] = 0.0f;
+  auto accumulate = [&](const float (&wf)[kRows][8], int64_t k) {
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) {
+      const float4* xp = reinterpret_cast<const float4*>(x + t * K + k);
+      float4 a = xp[0], b = xp[1];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+        acc[r][t] += wf[r][0] * a.x + wf[r][1] * a.y + wf[r][2] * a.z + wf[r][3] * a.w + wf[r][4] * b.x +
+                     wf[r][5] * b.y + wf[r][6] * b.z + wf[r][7] * b.w;
+    }
+  };
+#pragma unroll
+  for (int p = 0; p < kPrefetch; ++p)
+    if (lane * 8 + p * 256 < K) {
+      float wf[kRows][8];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) unpack8(pre[r][p], wr[r], wf[r]);
+      accumulate(wf, lane * 8 + p * 256);
+    }
+#pragma unroll 4
+  for (int64_t k = lane * 8 + kPrefetch * 256; k < K; k += 256) {
+    float wf[kRows][8];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) load8(wr[r] + k, wf[r]);
+    accumulate(wf, k);
+  }
+}
 
 template <class W, int kTokens>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(const float* __restrict__ x, StackedParts g,
@@ -29,46 +82,34 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(const float* 
       w = g.w[p], out = static_cast<float*>(g.out[p]), first = g.rows_end[p - 1], N = g.rows_end[p] - first;
   n -= first;
   if (n >= N) return;  // past the last part
-  const W* wr = static_cast<const W*>(w) + n * K;
-  // The first kPrefetch pieces of the row are read before the previous kernel (which writes x)
-  // has finished: launched as its programmatic dependent, this kernel streams weights while the
-  // small kernels before it (norm, attention, silu) run.
-  constexpr int kPrefetch = 4;
-  uint4 pre[kPrefetch];
-#pragma unroll
-  for (int p = 0; p < kPrefetch; ++p)
-    if (lane * 8 + p * 256 < K) pre[p] = __ldg(reinterpret_cast<const uint4*>(wr + lane * 8 + p * 256));
-  wait_for_previous();
-  allow_next();
-  float acc[kTokens];
-#pragma unroll
-  for (int t = 0; t < kTokens; ++t) acc[t] = 0.0f;
-  auto accumulate = [&](const float* wf, int64_t k) {
-#pragma unroll
-    for (int t = 0; t < kTokens; ++t) {
-      const float4* xp = reinterpret_cast<const float4*>(x + t * K + k);
-      float4 a = xp[0], b = xp[1];
-      acc[t] += wf[0] * a.x + wf[1] * a.y + wf[2] * a.z + wf[3] * a.w + wf[4] * b.x + wf[5] * b.y + wf[6] * b.z +
-                wf[7] * b.w;
-    }
-  };
-#pragma unroll
-  for (int p = 0; p < kPrefetch; ++p)
-    if (lane * 8 + p * 256 < K) {
-      float wf[8];
-      unpack8(pre[p], wr, wf);
-      accumulate(wf, lane * 8 + p * 256);
-    }
-#pragma unroll 4
-  for (int64_t k = lane * 8 + kPrefetch * 256; k < K; k += 256) {
-    float wf[8];
-    load8(wr + k, wf);
-    accumulate(wf, k);
-  }
+  const W* wr[1] = {static_cast<const W*>(w) + n * K};
+  float acc[1][kTokens];
+  dot_rows<W, kTokens, 1>(x, wr, K, acc);
 #pragma unroll
   for (int t = 0; t < kTokens; ++t) {
-    float v = warp_sum(acc[t]);
+    float v = warp_sum(acc[0][t]);
     if (lane == 0) out[t * N + n] = v;
+  }
+}
+
+// out[t, n] = silu(gate row n · x[t] + gate bias) * (up row n · x[t] + up bias), one warp per n.
+template <class W, int kTokens>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_silu_mul_kernel(const float* __restrict__ x,
+                                                                            GatedPair g, int64_t K,
+                                                                            float* __restrict__ out) {
+  const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (n >= g.N) return;
+  const W* wr[2] = {static_cast<const W*>(g.gate) + n * K, static_cast<const W*>(g.up) + n * K};
+  float acc[2][kTokens];
+  dot_rows<W, kTokens, 2>(x, wr, K, acc);
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t) acc[0][t] = warp_sum(acc[0][t]), acc[1][t] = warp_sum(acc[1][t]);
+  if (lane == 0) {
+    const float gb = g.gate_bias ? to_f32(static_cast<const W*>(g.gate_bias)[n]) : 0.0f;
+    const float ub = g.up_bias ? to_f32(static_cast<const W*>(g.up_bias)[n]) : 0.0f;
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) out[t * g.N + n] = silu_times(acc[0][t] + gb, acc[1][t] + ub);
   }
 }
 
@@ -79,25 +120,47 @@ void launch(const float* x, const StackedParts& g, int64_t K, cudaStream_t s) {
                    dim3(kWarpsPerBlock * 32), 0, s, x, g, K);
 }
 
-template <class W>
-void dispatch(const float* x, const StackedParts& g, int64_t T, int64_t K, cudaStream_t s) {
+template <class W, int kTokens>
+void launch(const float* x, const GatedPair& g, int64_t K, float* out, cudaStream_t s) {
+  launch_dependent(gemv_silu_mul_kernel<W, kTokens>, dim3(unsigned((g.N + kWarpsPerBlock - 1) / kWarpsPerBlock)),
+                   dim3(kWarpsPerBlock * 32), 0, s, x, g, K, out);
+}
+
+// launch<W, T>(args...) for the weights' dtype and the token count.
+template <class... A>
+void dispatch(DType dt, int64_t T, const A&... args) {
   static_assert(kGemvMaxTokens == 2, "one instantiation per token count");
-  if (T == 1) launch<W, 1>(x, g, K, s);
-  else launch<W, 2>(x, g, K, s);
+  if (dt == DType::BF16) {
+    if (T == 1) launch<__nv_bfloat16, 1>(args...);
+    else launch<__nv_bfloat16, 2>(args...);
+  } else {
+    if (T == 1) launch<__half, 1>(args...);
+    else launch<__half, 2>(args...);
+  }
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// Whether the GEMV applies to x [T, K] and 16-bit weights of `dt`.
+bool applies(const float* x, DType dt, int64_t T, int64_t K) {
+  return T >= 1 && T <= kGemvMaxTokens && K % 8 == 0 && aligned16(x) && (dt == DType::BF16 || dt == DType::F16);
+}
+
 }  // namespace
 
 bool gemv(const float* x, const StackedParts& g, DType dt, int64_t T, int64_t K, cudaStream_t s) {
-  bool ok = T >= 1 && T <= kGemvMaxTokens && K % 8 == 0 && aligned16(x) && (dt == DType::BF16 || dt == DType::F16) &&
-            g.count >= 1 && g.count <= StackedParts::kMaxParts;
+  bool ok = applies(x, dt, T, K) && g.count >= 1 && g.count <= StackedParts::kMaxParts;
   for (int p = 0; ok && p < g.count; ++p) ok = aligned16(g.w[p]);
   if (!ok) return false;
-  if (dt == DType::BF16) dispatch<__nv_bfloat16>(x, g, T, K, s);
-  else dispatch<__half>(x, g, T, K, s);
+  dispatch(dt, T, x, g, K, s);
   check_launch("gemv");
+  return true;
+}
+
+bool gemv_silu_mul(const float* x, const GatedPair& g, DType dt, int64_t T, int64_t K, float* out, cudaStream_t s) {
+  if (!applies(x, dt, T, K) || !aligned16(g.gate) || !aligned16(g.up)) return false;
+  if (g.N > 0) dispatch(dt, T, x, g, K, out, s);
+  check_launch("gemv_silu_mul");
   return true;
 }
 

@@ -61,6 +61,19 @@ struct StackedParts {
 // dtypes, more tokens, K not a multiple of 8, or pointers not 16-byte aligned.
 constexpr int kGemvMaxTokens = 2;
 bool gemv(const float* x, const StackedParts& g, DType dtype, int64_t T, int64_t K, cudaStream_t s);
+// The MLP's gate and up projections, each [N, K] of one 16-bit dtype, and their biases ([N] of
+// that dtype) or null.
+struct GatedPair {
+  const void* gate = nullptr;
+  const void* up = nullptr;
+  const void* gate_bias = nullptr;
+  const void* up_bias = nullptr;
+  int64_t N = 0;
+};
+// out[T, N] (f32) = silu(x · gateᵀ + gate_bias) * (x · upᵀ + up_bias) as one gemv() whose warps
+// each read row n of both matrices: no gate/up intermediates, no silu_mul launch. Returns false
+// (nothing launched) where gemv() would.
+bool gemv_silu_mul(const float* x, const GatedPair& g, DType dtype, int64_t T, int64_t K, float* out, cudaStream_t s);
 // Scatters the columns of x [T, rows_end[count - 1]] (one product of the stacked matrices; f32,
 // bf16 or f16) to each part's out, of the same dtype.
 void split_columns(const void* x, DType dtype, int64_t T, const StackedParts& parts, cudaStream_t s);
