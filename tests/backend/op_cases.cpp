@@ -483,13 +483,15 @@ std::vector<OpCase> op_cases(const std::string& op) {
   std::vector<OpCase> cases;
   uint64_t seed = 1;
   if (op == "linear") {
-    // T: none (a step where no sequence needs logits), decode (1), small batches (2-8, the weight-streaming path), prefill (9-130, the GEMM path);
-    // K and N not multiples of 8/16/32 next to the round model sizes.
+    // T: none (a step where no sequence needs logits), decode (1-2, the GPU's GEMV), small batches
+    // (3-16: on Hopper the skinny product where K is a multiple of 64, with N not one of 128),
+    // the GEMM path beyond; K and N not multiples of 8/16/32 next to the round model sizes.
     struct S { int T, K, N; };
     const S shapes[] = {{0, 64, 32},   {1, 64, 32},   {1, 67, 33},    {1, 1000, 129}, {1, 4096, 40},  {2, 515, 77},
                         {3, 256, 255}, {4, 2048, 96},  {5, 33, 7},     {8, 515, 77},   {8, 1024, 130},
                         {9, 100, 70},  {17, 300, 50},  {33, 2048, 72}, {64, 256, 200}, {130, 129, 257},
-                        {128, 512, 384}, {8, 2500, 40},  {3, 4100, 33}};  // the last two: x in several K chunks
+                        {128, 512, 384}, {8, 2500, 40},  {3, 4100, 33},  // these two: x in several K chunks
+                        {16, 4096, 300}};
     for (DType dt : kFloatTypes)
       for (const S& s : shapes)
         for (bool bias : {false, true}) cases.push_back(linear_case(dt, s.T, s.K, s.N, bias, seed++));

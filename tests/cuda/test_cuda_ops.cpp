@@ -181,14 +181,15 @@ TEST(CudaOps, Linear) {
 }
 
 // q/k/v- and gate/up-shaped groups, uploaded apart or stacked (upload_group), through the
-// one-launch GEMV (1-2 tokens), the stacked product + column scatter, and the per-part
-// products (more tokens), against the reference's linear per part.
+// one-launch GEMV (1-2 tokens), the skinny product (3-16 tokens on Hopper), the stacked
+// product + column scatter and the per-part products (more tokens), against the reference's
+// linear per part.
 TEST(CudaOps, LinearGroup) {
   TESSERA_REQUIRE_CUDA(be);
   std::mt19937 rng(13);
   for (DType dt : kWeightTypes)
-    for (auto [T, K, bias] : {std::tuple{1, 512, false}, {2, 1024, true}, {9, 256, false}, {64, 512, true},
-                              {600, 256, false}})
+    for (auto [T, K, bias] : {std::tuple{1, 512, false}, {2, 1024, true}, {3, 512, true}, {9, 256, false},
+                              {16, 1024, false}, {64, 512, true}, {600, 256, false}})
       for (bool stacked : {false, true}) {
         const std::vector<int> rows = {K, K / 4, K / 4 + 8};
         std::vector<Tensor> w, b, want, out, gb;

@@ -299,7 +299,9 @@ class CudaBackend final : public Backend {
         x16 = empty(dt, {T, K});
         cuda::convert_f32(ptr(x), T * K, x16.raw(), dt, stream_);
       }
-      if (stacked && narrowest < kNarrowRows && g.count <= cuda::StackedParts::kMaxParts && T <= kStackedMaxTokens) {
+      if (g.count <= cuda::StackedParts::kMaxParts && cuda::skinny_gemm(x16.raw(), g, dt, out_dt, T, K, stream_)) {
+        // Small decode batches on Hopper: the whole group in one launch, written to each part.
+      } else if (stacked && narrowest < kNarrowRows && g.count <= cuda::StackedParts::kMaxParts && T <= kStackedMaxTokens) {
         // Decode batches: one product over the stacked matrix fills the GPU better than the
         // narrow parts' own (k/v); its columns are then scattered to the parts.
         const int64_t N = g.rows_end[g.count - 1];

@@ -119,6 +119,18 @@ void launch_dependent(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, 
   cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
 }
 
+// Asynchronous copies into shared memory (sm_80+): 16 bytes global → shared, zero-filled when
+// !valid; a thread's copies since its last commit form a group, and waiting for all but the N
+// most recent groups makes the older ones visible to this thread (a barrier then to the block).
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid = true) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
 // Sum over a warp; every lane gets the total.
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

@@ -61,6 +61,14 @@ struct StackedParts {
 // dtypes, more tokens, K not a multiple of 8, or pointers not 16-byte aligned.
 constexpr int kGemvMaxTokens = 2;
 bool gemv(const float* x, const StackedParts& g, DType dtype, int64_t T, int64_t K, cudaStream_t s);
+// The same products for 3..16 tokens, x in the weights' 16-bit dtype and out f32 or that dtype,
+// on Hopper (skinny_gemm.cu: warpgroup tensor cores, k split over clusters): the narrow decode
+// products, where cuBLASLt leaves bandwidth unused. Returns false (nothing launched) where it
+// does not apply: another GPU, token count or dtype, more than 8192 rows or k, K not a
+// multiple of 64, or pointers not 16-byte aligned.
+constexpr int kSkinnyMinTokens = kGemvMaxTokens + 1, kSkinnyMaxTokens = 16;
+bool skinny_gemm(const void* x, const StackedParts& g, DType dtype, DType out_dtype, int64_t T, int64_t K,
+                 cudaStream_t s);
 // The MLP's gate and up projections, each [N, K] of one 16-bit dtype, and their biases ([N] of
 // that dtype) or null.
 struct GatedPair {

@@ -1,0 +1,305 @@
+// Matrix products for decode batches of 3-16 tokens on Hopper: out[T, N] = x[T, K] · w[N, K]ᵀ
+// with 16-bit weights and x, accumulated in f32. At these sizes a product is bound by reading
+// the weights once, and cuBLASLt's kernels give the narrow matrices (q/k/v and o of an 8B
+// model) too few tiles to keep every SM's loads in flight (2.5 TB/s of the 4.3 a copy reaches).
+// Here:
+//  - outᵀ = w · xᵀ on the warpgroup tensor cores (wgmma, sm_90a): a block of one warpgroup
+//    takes 128 weight rows (two 64-row wgmma tiles) by 16 token columns;
+//  - k runs in 64-wide chunks (one 128-byte line per weight row or token) through a kStages-deep
+//    cp.async pipeline into shared memory, in the 128-byte swizzled layout wgmma reads; the
+//    first stages' weights are requested before the previous kernel ends;
+//  - a tile's chunks are split over a cluster of blocks (the most whose clusters all fit the GPU
+//    at once, up to 8), whose sums meet in distributed shared memory: each block adds one slice
+//    of the tile's rows over the cluster in rank order (so every run sums in the same order)
+//    and writes it straight to its part of a stacked group.
+// Measured on the H200 (8B shapes, bench_cuda --breakdown): q/k/v at 8 tokens 15.5 µs against
+// cuBLASLt's 20.3, o 11.7 against 13.2; wider (gate/up) and longer (down) products, and 32 or 64
+// tokens (with 32- and 64-column tiles), were as fast or faster under cuBLASLt, so those stay there.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <array>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/device_types.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace tessera::cuda {
+namespace {
+
+// wgmma and clusters exist in the sm_90a pass only; the kernels are empty elsewhere and the
+// host never launches them off compute capability 9.0.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TESSERA_WGMMA 1
+#endif
+
+constexpr int kRows = 128, kN = 16, kChunk = 64, kThreads = 128, kStages = 4, kMaxSplits = 8;
+// The widest and longest products taken (q/k/v, o of models up to 8192 wide).
+constexpr int64_t kMaxRows = 8192, kMaxK = 8192;
+
+struct Layout {
+  static constexpr size_t w_stage = size_t(kRows) * kChunk * 2;  // 16 KB: 128 rows of 128 bytes
+  static constexpr size_t x_stage = size_t(kN) * kChunk * 2;     // 16 tokens of 128 bytes
+  static constexpr size_t stage = w_stage + x_stage;             // a multiple of the 1 KB swizzle atom
+  static constexpr int kLd = kN + 4;                             // f32 sums row stride (16-byte rows, banks spread)
+  static constexpr size_t sums = size_t(kRows) * kLd * 4;
+  static constexpr size_t bytes = (kStages * stage > sums ? kStages * stage : sums) + 1024;  // + alignment
+};
+
+#ifdef TESSERA_WGMMA
+// The 16-byte piece p of line r (128 bytes) of a 128-byte-swizzled tile: pieces are permuted
+// within each line by the line's index mod 8, so eight lines of an atom spread over all banks.
+__device__ __forceinline__ int swizzled(int line, int piece) { return line * 128 + ((piece ^ (line & 7)) << 4); }
+
+// A shared-memory matrix descriptor for a K-major operand in that layout: 8-line groups 1 KB
+// apart (stride 64 × 16 bytes), leading offset unused (1), swizzle mode 1 (128 bytes).
+__device__ __forceinline__ uint64_t descriptor(const void* p) {
+  return uint64_t((smem_addr(p) & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(64) << 32) | (uint64_t(1) << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Shared memory written through the generic proxy (cp.async), read next by wgmma (async proxy).
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// d[64 × 16] += a[64 × 16] · b[16 × 16], both K-major in shared memory.
+template <class W>
+__device__ __forceinline__ void wgmma(float (&d)[8], uint64_t a, uint64_t b);
+template <>
+__device__ __forceinline__ void wgmma<__nv_bfloat16>(float (&d)[8], uint64_t a, uint64_t b) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, 1, 1, 1, 0, 0;\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+               : "l"(a), "l"(b));
+}
+template <>
+__device__ __forceinline__ void wgmma<__half>(float (&d)[8], uint64_t a, uint64_t b) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, 1, 1, 1, 0, 0;\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+               : "l"(a), "l"(b));
+}
+#endif
+
+// Row n of the stacked parts: its weight row, output column base and the part's width. Only
+// constant indices into the parameter arrays (a computed one would copy them to local memory).
+template <class W, class O>
+__device__ __forceinline__ void locate(const StackedParts& g, int64_t n, int64_t K, const W*& w, O*& out,
+                                       int64_t& width) {
+  const void* wp = g.w[0];
+  void* op = g.out[0];
+  int64_t first = 0;
+  width = g.rows_end[0];
+#pragma unroll
+  for (int p = 1; p < StackedParts::kMaxParts; ++p)
+    if (p < g.count && n >= g.rows_end[p - 1])
+      wp = g.w[p], op = g.out[p], first = g.rows_end[p - 1], width = g.rows_end[p] - first;
+  w = static_cast<const W*>(wp) + (n - first) * K;
+  out = static_cast<O*>(op) + (n - first);
+}
+
+// Grid (splits, tiles), clusters of (splits, 1): block (q, tile) multiplies rows [128 tile,
+// 128 tile + 128) of the stacked weights over its share of the k chunks.
+template <class W, class O>
+__global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const W* __restrict__ x, StackedParts g, int T,
+                                                               int64_t K, int64_t N) {
+#ifdef TESSERA_WGMMA
+  using L = Layout;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - smem_addr(smem_raw) % 1024) % 1024);  // swizzle atoms are 1 KB aligned
+  auto w_stage = [&](int st) { return smem + st * L::stage; };
+  auto x_stage = [&](int st) { return smem + st * L::stage + L::w_stage; };
+
+  const int split = blockIdx.x, splits = gridDim.x, tid = threadIdx.x;
+  const int64_t row0 = int64_t(blockIdx.y) * kRows, chunks = K / kChunk;
+  const int64_t c_begin = split * chunks / splits, count = (split + 1) * chunks / splits - c_begin;
+
+  // Copies: this thread moves piece tid % 8 of weight lines tid / 8 + 16 i, and x items tid + 128 i.
+  const int piece = tid % 8;
+  const W* src[8];
+  bool live[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int64_t n = row0 + tid / 8 + 16 * i;
+    live[i] = n < N;
+    O* unused_out;
+    int64_t unused_width;
+    locate<W, O>(g, live[i] ? n : N - 1, K, src[i], unused_out, unused_width);
+  }
+  auto issue_w = [&](int64_t c, int st) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      cp_async16(w_stage(st) + swizzled(tid / 8 + 16 * i, piece), src[i] + c * kChunk + piece * 8, live[i]);
+  };
+  auto issue_x = [&](int64_t c, int st) {
+#pragma unroll
+    for (int i = 0; i < kN * 8 / kThreads; ++i) {
+      const int item = tid + kThreads * i, t = item / 8, p = item % 8;
+      cp_async16(x_stage(st) + swizzled(t, p), x + (t < T ? t * K + c * kChunk + p * 8 : 0), t < T);
+    }
+  };
+
+  // The first stages' weights before the previous kernel has finished (they are only read), x after.
+  for (int st = 0; st < kStages - 1; ++st)
+    if (st < count) issue_w(c_begin + st, st);
+  wait_for_previous();
+  allow_next();
+  for (int st = 0; st < kStages - 1; ++st)
+    if (st < count) issue_x(c_begin + st, st);
+  cp_async_commit();
+  for (int st = 1; st < kStages - 1; ++st) cp_async_commit();  // one group per stage from here on
+
+  float acc[2][kN / 2];
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int e = 0; e < kN / 2; ++e) acc[m][e] = 0.0f;
+  for (int64_t i = 0; i < count; ++i) {
+    const int st = int(i % kStages);
+    cp_async_wait<kStages - 2>();
+    fence_async_shared();
+    __syncthreads();  // stage st is in shared memory for the warpgroup; the stage refilled next is free
+    if (i + kStages - 1 < count) {
+      const int next = int((i + kStages - 1) % kStages);
+      issue_w(c_begin + i + kStages - 1, next);
+      issue_x(c_begin + i + kStages - 1, next);
+    }
+    cp_async_commit();
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kChunk / 16; ++kk) {  // 16 k = 32 bytes along each line
+      const uint64_t b = descriptor(x_stage(st) + kk * 32);
+      wgmma<W>(acc[0], descriptor(w_stage(st) + kk * 32), b);
+      wgmma<W>(acc[1], descriptor(w_stage(st) + 64 * 128 + kk * 32), b);
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // every stage is idle: the sums take their place
+
+  // This block's sums [128 rows][16 tokens]: accumulator e of tile m holds row 64 m + 16 warp +
+  // lane / 4 (+ 8 for e % 4 >= 2), token 8 (e / 4) + 2 (lane % 4) (+ 1 for odd e).
+  float* sums = reinterpret_cast<float*>(smem);
+  const int warp = tid / 32, lane = tid % 32;
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int e = 0; e < kN / 2; e += 2) {
+      const int r = 64 * m + 16 * warp + lane / 4 + 8 * ((e % 4) / 2), t = 8 * (e / 4) + 2 * (lane % 4);
+      *reinterpret_cast<float2*>(sums + r * L::kLd + t) = make_float2(acc[m][e], acc[m][e + 1]);
+    }
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every block's sums are visible to the cluster
+  // This block's slice of the rows, summed over the cluster in rank order, 4 tokens at a time;
+  // every block's values are requested before the first is added (each is a round trip).
+  const float* peer[kMaxSplits];
+#pragma unroll
+  for (int q = 0; q < kMaxSplits; ++q) peer[q] = cluster.map_shared_rank(sums, q < splits ? q : 0);
+  const int r_begin = split * kRows / splits, rows = (split + 1) * kRows / splits - r_begin, groups = (T + 3) / 4;
+  for (int e = tid; e < rows * groups; e += kThreads) {
+    const int r = r_begin + e % rows, t0 = 4 * (e / rows);
+    const int64_t n = row0 + r;
+    if (n >= N) continue;
+    float4 part[kMaxSplits];
+#pragma unroll
+    for (int q = 0; q < kMaxSplits; ++q)
+      if (q < splits) part[q] = *reinterpret_cast<const float4*>(peer[q] + r * L::kLd + t0);
+    float4 v = part[0];
+#pragma unroll
+    for (int q = 1; q < kMaxSplits; ++q)
+      if (q < splits) v.x += part[q].x, v.y += part[q].y, v.z += part[q].z, v.w += part[q].w;
+    const W* unused_w;
+    O* out;
+    int64_t width;
+    locate<W, O>(g, n, K, unused_w, out, width);
+    const float vs[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (t0 + j < T) out[(t0 + j) * width] = from_f32<O>(vs[j]);
+  }
+  cluster.sync();  // no block leaves while another still reads its sums
+#endif
+}
+
+template <class W, class O>
+cudaLaunchConfig_t config(int splits, int64_t tiles, cudaStream_t s, cudaLaunchAttribute (&attrs)[2]) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(splits), unsigned(tiles));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = Layout::bytes;
+  cfg.stream = s;
+  attrs[0] = {};
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = unsigned(splits);
+  attrs[0].val.clusterDim.y = attrs[0].val.clusterDim.z = 1;
+  attrs[1] = {};
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attrs;
+  cfg.numAttrs = 2;
+  return cfg;
+}
+
+template <class W, class O>
+void launch(const W* x, const StackedParts& g, int64_t T, int64_t K, cudaStream_t s) {
+  // Clusters that fit the GPU at once, for each cluster size (its blocks share one GPC).
+  static const std::array<int, kMaxSplits + 1> resident = [&] {
+    check(cudaFuncSetAttribute(skinny_gemm_kernel<W, O>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(Layout::bytes)),
+          "skinny gemm shared memory");
+    std::array<int, kMaxSplits + 1> r{};
+    for (int c = 1; c <= kMaxSplits; ++c) {
+      cudaLaunchAttribute attrs[2];
+      cudaLaunchConfig_t cfg = config<W, O>(c, 1, s, attrs);
+      cfg.numAttrs = 1;
+      check(cudaOccupancyMaxActiveClusters(&r[c], skinny_gemm_kernel<W, O>, &cfg), "skinny gemm clusters");
+    }
+    return r;
+  }();
+  const int64_t N = g.rows_end[g.count - 1], tiles = (N + kRows - 1) / kRows, chunks = K / kChunk;
+  // The most splits of each tile's k range whose clusters all fit in one wave.
+  int splits = 1;
+  for (int c = 2; c <= std::min<int64_t>(kMaxSplits, chunks); ++c)
+    if (tiles <= resident[c]) splits = c;
+  cudaLaunchAttribute attrs[2];
+  cudaLaunchConfig_t cfg = config<W, O>(splits, tiles, s, attrs);
+  check(cudaLaunchKernelEx(&cfg, skinny_gemm_kernel<W, O>, x, g, int(T), K, N), "skinny gemm launch");
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// The kernels' machine code is for sm_90a, which runs on compute capability 9.0 only.
+bool hopper() {
+  static const bool yes = [] {
+    int device = 0, major = 0, minor = 0;
+    return cudaGetDevice(&device) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+           cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 &&
+           minor == 0;
+  }();
+  return yes;
+}
+
+}  // namespace
+
+bool skinny_gemm(const void* x, const StackedParts& g, DType dtype, DType out_dtype, int64_t T, int64_t K,
+                 cudaStream_t s) {
+  bool ok = hopper() && T >= kSkinnyMinTokens && T <= kSkinnyMaxTokens && K % kChunk == 0 && K <= kMaxK &&
+            g.count >= 1 && g.count <= StackedParts::kMaxParts && g.rows_end[g.count - 1] <= kMaxRows &&
+            aligned16(x) && (dtype == DType::BF16 || dtype == DType::F16) &&
+            (out_dtype == DType::F32 || out_dtype == dtype);
+  for (int p = 0; ok && p < g.count; ++p) ok = aligned16(g.w[p]);
+  if (!ok) return false;
+  if (dtype == DType::BF16) {
+    if (out_dtype == DType::F32) launch<__nv_bfloat16, float>(static_cast<const __nv_bfloat16*>(x), g, T, K, s);
+    else launch<__nv_bfloat16, __nv_bfloat16>(static_cast<const __nv_bfloat16*>(x), g, T, K, s);
+  } else {
+    if (out_dtype == DType::F32) launch<__half, float>(static_cast<const __half*>(x), g, T, K, s);
+    else launch<__half, __half>(static_cast<const __half*>(x), g, T, K, s);
+  }
+  check_launch("skinny gemm");
+  return true;
+}
+
+}  // namespace tessera::cuda
