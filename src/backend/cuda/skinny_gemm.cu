@@ -244,15 +244,15 @@ cudaLaunchConfig_t config(int splits, int64_t tiles, cudaStream_t s, cudaLaunchA
 template <class W, class O>
 void launch(const W* x, const StackedParts& g, int64_t T, int64_t K, cudaStream_t s) {
   // Clusters that fit the GPU at once, for each cluster size (its blocks share one GPC).
-  static const std::array<int, kMaxSplits + 1> resident = [&] {
+  static const std::array<int, kMaxSplits + 1> resident = [] {
     check(cudaFuncSetAttribute(skinny_gemm_kernel<W, O>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                int(Layout::bytes)),
           "skinny gemm shared memory");
     std::array<int, kMaxSplits + 1> r{};
     for (int c = 1; c <= kMaxSplits; ++c) {
       cudaLaunchAttribute attrs[2];
-      cudaLaunchConfig_t cfg = config<W, O>(c, 1, s, attrs);
-      cfg.numAttrs = 1;
+      cudaLaunchConfig_t cfg = config<W, O>(c, 1, nullptr, attrs);
+      cfg.numAttrs = 1;  // the cluster shape only
       check(cudaOccupancyMaxActiveClusters(&r[c], skinny_gemm_kernel<W, O>, &cfg), "skinny gemm clusters");
     }
     return r;
