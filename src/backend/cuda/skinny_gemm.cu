@@ -103,11 +103,10 @@ template <class W, class O>
 __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const W* __restrict__ x, StackedParts g, int T,
                                                                int64_t K, int64_t N) {
 #ifdef TESSERA_WGMMA
-  using L = Layout;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - smem_addr(smem_raw) % 1024) % 1024);  // swizzle atoms are 1 KB aligned
-  auto w_stage = [&](int st) { return smem + st * L::stage; };
-  auto x_stage = [&](int st) { return smem + st * L::stage + L::w_stage; };
+  auto w_stage = [&](int st) { return smem + st * Layout::stage; };
+  auto x_stage = [&](int st) { return smem + st * Layout::stage + Layout::w_stage; };
 
   const int split = blockIdx.x, splits = gridDim.x, tid = threadIdx.x;
   const int64_t row0 = int64_t(blockIdx.y) * kRows, chunks = K / kChunk;
@@ -186,7 +185,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const W* __restri
 #pragma unroll
     for (int e = 0; e < kN / 2; e += 2) {
       const int r = 64 * m + 16 * warp + lane / 4 + 8 * ((e % 4) / 2), t = 8 * (e / 4) + 2 * (lane % 4);
-      *reinterpret_cast<float2*>(sums + r * L::kLd + t) = make_float2(acc[m][e], acc[m][e + 1]);
+      *reinterpret_cast<float2*>(sums + r * Layout::kLd + t) = make_float2(acc[m][e], acc[m][e + 1]);
     }
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
@@ -204,7 +203,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const W* __restri
     float4 part[kMaxSplits];
 #pragma unroll
     for (int q = 0; q < kMaxSplits; ++q)
-      if (q < splits) part[q] = *reinterpret_cast<const float4*>(peer[q] + r * L::kLd + t0);
+      if (q < splits) part[q] = *reinterpret_cast<const float4*>(peer[q] + r * Layout::kLd + t0);
     float4 v = part[0];
 #pragma unroll
     for (int q = 1; q < kMaxSplits; ++q)
@@ -222,7 +221,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const W* __restri
 #endif
 }
 
-template <class W, class O>
+// A launch of `tiles` clusters of `splits` blocks, as a programmatic dependent of the stream's last kernel.
 cudaLaunchConfig_t config(int splits, int64_t tiles, cudaStream_t s, cudaLaunchAttribute (&attrs)[2]) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(unsigned(splits), unsigned(tiles));
@@ -251,7 +250,7 @@ void launch(const W* x, const StackedParts& g, int64_t T, int64_t K, cudaStream_
     std::array<int, kMaxSplits + 1> r{};
     for (int c = 1; c <= kMaxSplits; ++c) {
       cudaLaunchAttribute attrs[2];
-      cudaLaunchConfig_t cfg = config<W, O>(c, 1, nullptr, attrs);
+      cudaLaunchConfig_t cfg = config(c, 1, nullptr, attrs);
       cfg.numAttrs = 1;  // the cluster shape only
       check(cudaOccupancyMaxActiveClusters(&r[c], skinny_gemm_kernel<W, O>, &cfg), "skinny gemm clusters");
     }
@@ -263,7 +262,7 @@ void launch(const W* x, const StackedParts& g, int64_t T, int64_t K, cudaStream_
   for (int c = 2; c <= std::min<int64_t>(kMaxSplits, chunks); ++c)
     if (tiles <= resident[c]) splits = c;
   cudaLaunchAttribute attrs[2];
-  cudaLaunchConfig_t cfg = config<W, O>(splits, tiles, s, attrs);
+  cudaLaunchConfig_t cfg = config(splits, tiles, s, attrs);
   check(cudaLaunchKernelEx(&cfg, skinny_gemm_kernel<W, O>, x, g, int(T), K, N), "skinny gemm launch");
 }
 
