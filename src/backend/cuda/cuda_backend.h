@@ -17,7 +17,8 @@ std::unique_ptr<Backend> make_cuda_backend(int device);
 
 // The plugin's C entry point. Returns a backend made with `new` (the caller owns it), or null
 // with a message in error[0, error_size). `abi` must be TESSERA_CUDA_PLUGIN_ABI: the plugin and
-// the core must be built from the same Backend and Tensor definitions.
-#define TESSERA_CUDA_PLUGIN_ABI 2
+// the core must be built from the same Backend and Tensor definitions (raise it whenever Backend's
+// virtual functions or Tensor's layout change, so a stale plugin is refused instead of called).
+#define TESSERA_CUDA_PLUGIN_ABI 3
 #define TESSERA_CUDA_PLUGIN_ENTRY "tessera_cuda_create_backend"
 extern "C" tessera::Backend* tessera_cuda_create_backend(int abi, int device, char* error, unsigned long error_size);
