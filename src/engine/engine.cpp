@@ -67,7 +67,8 @@ void Engine::warm_up() {
   for (int n = 1;; n = std::min(2 * n, most)) {
     std::vector<ScheduledSeq> batch;
     for (int i = 0; i < n; ++i) batch.push_back({&seqs[size_t(i)], 1});
-    const Draws greedy{std::vector<RowSampling>(static_cast<size_t>(n)), {}};
+    Draws greedy;
+    greedy.rows.resize(static_cast<size_t>(n));
     runner_.run(batch, /*all_rows=*/false, &greedy);
     if (n == most) break;
   }

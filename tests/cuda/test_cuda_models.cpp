@@ -162,7 +162,9 @@ TEST_P(CudaModels, MatchCpuBackend) {
         EXPECT_NEAR(want_s.top[k].second, got_s.top[k].second, 1e-4);
         const bool apart = (k == 0 || want_s.top[k - 1].second - want_s.top[k].second > 1e-4) &&
                            (k + 1 == want_s.top.size() || want_s.top[k].second - want_s.top[k + 1].second > 1e-4);
-        if (apart) EXPECT_EQ(want_s.top[k].first, got_s.top[k].first) << "prompt " << p << " step " << i << " top " << k;
+        if (apart) {
+          EXPECT_EQ(want_s.top[k].first, got_s.top[k].first) << "prompt " << p << " step " << i << " top " << k;
+        }
       }
     }
   }

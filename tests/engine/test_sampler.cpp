@@ -281,7 +281,9 @@ TEST(SamplerEquivalence, BackendDrawIsTheHostDraw) {
     std::vector<std::pair<int32_t, float>> bias;
     for (auto [t, v] : p.logit_bias)
       if (std::none_of(bias.begin(), bias.end(), [t](const auto& e) { return e.first == t; })) bias.emplace_back(t, v);
-    if (bias.size() < p.logit_bias.size()) ASSERT_FALSE(is_backend_drawable(p));
+    if (bias.size() < p.logit_bias.size()) {
+      ASSERT_FALSE(is_backend_drawable(p));
+    }
     p.logit_bias = bias;
     ASSERT_TRUE(is_backend_drawable(p));
     std::vector<int32_t> tokens(g() % 200);
