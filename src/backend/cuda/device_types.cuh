@@ -6,6 +6,8 @@
 
 #include <utility>
 
+#include "backend/cuda/kernels.h"
+
 namespace tessera::cuda {
 
 __device__ __forceinline__ float to_f32(float v) { return v; }
@@ -130,6 +132,22 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool vali
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// Row n of a stacked group (rows numbered across its parts): its part's weights and output, the
+// part's first row and width. Constant indices into the parameter arrays only: a computed index
+// would copy them to local memory.
+struct PartRow {
+  const void* w;
+  void* out;
+  int64_t first, width;
+};
+__device__ __forceinline__ PartRow part_row(const StackedParts& g, int64_t n) {
+  PartRow r{g.w[0], g.out[0], 0, g.rows_end[0]};
+#pragma unroll
+  for (int p = 1; p < StackedParts::kMaxParts; ++p)
+    if (p < g.count && n >= g.rows_end[p - 1]) r = {g.w[p], g.out[p], g.rows_end[p - 1], g.rows_end[p] - g.rows_end[p - 1]};
+  return r;
+}
 
 // Sum over a warp; every lane gets the total.
 __device__ __forceinline__ float warp_sum(float v) {

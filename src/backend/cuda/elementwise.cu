@@ -237,14 +237,8 @@ template <class E>
 __global__ void split_columns_kernel(const E* x, int64_t T, int64_t N, StackedParts g) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < T * N; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = i / N, n = i % N;
-    // Constant indices only: a computed index into the parameter array goes to local memory.
-    void* out = g.out[0];
-    int64_t first = 0, width = g.rows_end[0];
-#pragma unroll
-    for (int p = 1; p < StackedParts::kMaxParts; ++p)
-      if (p < g.count && n >= g.rows_end[p - 1])
-        out = g.out[p], first = g.rows_end[p - 1], width = g.rows_end[p] - first;
-    static_cast<E*>(out)[t * width + n - first] = x[i];
+    const PartRow part = part_row(g, n);
+    static_cast<E*>(part.out)[t * part.width + n - part.first] = x[i];
   }
 }
 

@@ -71,18 +71,12 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(const float* 
                                                                    int64_t K) {
   int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  // The part this row belongs to, with constant indices only (a computed index into the
-  // parameter array would copy it to local memory).
-  const void* w = g.w[0];
-  float* out = static_cast<float*>(g.out[0]);
-  int64_t first = 0, N = g.rows_end[0];
-#pragma unroll
-  for (int p = 1; p < StackedParts::kMaxParts; ++p)
-    if (p < g.count && n >= g.rows_end[p - 1])
-      w = g.w[p], out = static_cast<float*>(g.out[p]), first = g.rows_end[p - 1], N = g.rows_end[p] - first;
-  n -= first;
+  const PartRow part = part_row(g, n);
+  float* out = static_cast<float*>(part.out);
+  const int64_t N = part.width;
+  n -= part.first;
   if (n >= N) return;  // past the last part
-  const W* wr[1] = {static_cast<const W*>(w) + n * K};
+  const W* wr[1] = {static_cast<const W*>(part.w) + n * K};
   float acc[1][kTokens];
   dot_rows<W, kTokens, 1>(x, wr, K, acc);
 #pragma unroll

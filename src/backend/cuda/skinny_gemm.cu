@@ -80,23 +80,6 @@ __device__ __forceinline__ void wgmma<__half>(float (&d)[8], uint64_t a, uint64_
 }
 #endif
 
-// Row n of the stacked parts: its weight row, output column base and the part's width. Only
-// constant indices into the parameter arrays (a computed one would copy them to local memory).
-template <class W, class O>
-__device__ __forceinline__ void locate(const StackedParts& g, int64_t n, int64_t K, const W*& w, O*& out,
-                                       int64_t& width) {
-  const void* wp = g.w[0];
-  void* op = g.out[0];
-  int64_t first = 0;
-  width = g.rows_end[0];
-#pragma unroll
-  for (int p = 1; p < StackedParts::kMaxParts; ++p)
-    if (p < g.count && n >= g.rows_end[p - 1])
-      wp = g.w[p], op = g.out[p], first = g.rows_end[p - 1], width = g.rows_end[p] - first;
-  w = static_cast<const W*>(wp) + (n - first) * K;
-  out = static_cast<O*>(op) + (n - first);
-}
-
 // Grid (splits, tiles), clusters of (splits, 1): block (q, tile) multiplies rows [128 tile,
 // 128 tile + 128) of the stacked weights over its share of the k chunks.
 template <class W, class O>
@@ -120,9 +103,8 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const W* __restri
   for (int i = 0; i < 8; ++i) {
     const int64_t n = row0 + tid / 8 + 16 * i;
     live[i] = n < N;
-    O* unused_out;
-    int64_t unused_width;
-    locate<W, O>(g, live[i] ? n : N - 1, K, src[i], unused_out, unused_width);
+    const PartRow part = part_row(g, live[i] ? n : N - 1);  // rows past N read row N - 1, zero-filled
+    src[i] = static_cast<const W*>(part.w) + ((live[i] ? n : N - 1) - part.first) * K;
   }
   auto issue_w = [&](int64_t c, int st) {
 #pragma unroll
@@ -200,22 +182,20 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const W* __restri
     const int r = r_begin + e % rows, t0 = 4 * (e / rows);
     const int64_t n = row0 + r;
     if (n >= N) continue;
-    float4 part[kMaxSplits];
+    float4 sum[kMaxSplits];
 #pragma unroll
     for (int q = 0; q < kMaxSplits; ++q)
-      if (q < splits) part[q] = *reinterpret_cast<const float4*>(peer[q] + r * Layout::kLd + t0);
-    float4 v = part[0];
+      if (q < splits) sum[q] = *reinterpret_cast<const float4*>(peer[q] + r * Layout::kLd + t0);
+    float4 v = sum[0];
 #pragma unroll
     for (int q = 1; q < kMaxSplits; ++q)
-      if (q < splits) v.x += part[q].x, v.y += part[q].y, v.z += part[q].z, v.w += part[q].w;
-    const W* unused_w;
-    O* out;
-    int64_t width;
-    locate<W, O>(g, n, K, unused_w, out, width);
+      if (q < splits) v.x += sum[q].x, v.y += sum[q].y, v.z += sum[q].z, v.w += sum[q].w;
+    const PartRow part = part_row(g, n);
+    O* out = static_cast<O*>(part.out) + (n - part.first);
     const float vs[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      if (t0 + j < T) out[(t0 + j) * width] = from_f32<O>(vs[j]);
+      if (t0 + j < T) out[(t0 + j) * part.width] = from_f32<O>(vs[j]);
   }
   cluster.sync();  // no block leaves while another still reads its sums
 #endif
