@@ -3,7 +3,8 @@
 // 128256, untied), run through the Backend op set in the same sequence as nn::Decoder, with a
 // bf16 paged KV cache. Measures in the same run the card's two ceilings (device-to-device copy
 // bandwidth, cuBLASLt bf16 GEMM rate), then batch-1 and batched decode and a 2048-token prefill,
-// each next to its limit and to the targets.
+// each next to its limit and to the targets, and last the GPU sampler's draws on flat and peaked
+// logits.
 #include <CLI/CLI.hpp>
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -256,6 +257,39 @@ double op_seconds(Backend& be, int reps, F&& op) {
   return seconds_since(t0) / reps;
 }
 
+// Logits of R rows over the vocabulary: "flat" (uniform in [-4, 4], as from random weights: a
+// top-p nucleus of most of the vocabulary) or "peaked" (the same with 16 tokens raised 10-16
+// above: a language model's usual few candidates).
+Tensor sampling_logits(Backend& be, int R, int V, bool peaked) {
+  Tensor h = Tensor::empty(DType::F32, {R, V});
+  uint64_t s = 0x9E3779B97F4A7C15ull;
+  auto next = [&] { return s ^= s << 13, s ^= s >> 7, s ^= s << 17, float(s >> 40) / float(1 << 24); };
+  for (int64_t i = 0; i < h.numel(); ++i) h.data<float>()[i] = 8.0f * next() - 4.0f;
+  if (peaked)
+    for (int r = 0; r < R; ++r)
+      for (int k = 0; k < 16; ++k) h.data<float>()[int64_t(r) * V + int64_t(next() * float(V - 1))] += 10.0f + 6.0f * next();
+  return be.upload(h);
+}
+
+// Microseconds per draw of R rows (Backend::sample_rows, host preparation included), beside the
+// greedy argmax.
+void sampling_times(Backend& be, int vocab) {
+  std::printf("\nsampling %d logits a row, µs per call (host preparation included):\n", vocab);
+  std::printf("%-6s %-7s %10s %14s %14s %14s\n", "rows", "logits", "argmax", "T 0.8 p 0.95", "T 0.7 k 40", "T 1.0");
+  for (int R : {1, 64})
+    for (bool peaked : {false, true}) {
+      Tensor x = sampling_logits(be, R, vocab, peaked), ids = be.empty(DType::I32, {R});
+      auto draw = [&](RowSampling d) {
+        std::vector<RowSampling> rows(size_t(R), d);
+        for (int r = 0; r < R; ++r) rows[size_t(r)].u = (r + 0.5) / R;
+        return 1e6 * op_seconds(be, 20, [&] { be.sample_rows(x, rows, ids); });
+      };
+      const double greedy = 1e6 * op_seconds(be, 20, [&] { be.argmax_rows(x, ids); });
+      std::printf("%-6d %-7s %10.1f %14.1f %14.1f %14.1f\n", R, peaked ? "peaked" : "flat", greedy,
+                  draw({0.8f, 0, 0.95f, 0.0f, 0}), draw({0.7f, 40, 1.0f, 0.0f, 0}), draw({1.0f, 0, 1.0f, 0.0f, 0}));
+    }
+}
+
 // Where one step's time goes: each op alone at the step's shapes (one layer's worth; the step
 // runs each 32 times, the LM head once).
 void op_breakdown(Backend& be, Model& M, int seqs, int new_tokens, int context) {
@@ -487,6 +521,7 @@ int run(int argc, char** argv) {
   for (int b : breakdown)
     if (std::count(batches.begin(), batches.end(), b)) op_breakdown(*be, M, b, 1, context);
   if (prefill > 0) op_breakdown(*be, M, 1, prefill, prefill);
+  sampling_times(*be, m.vocab);
 
   std::printf("\n%-40s %12s   %s\n", "measurement", "measured", "limit / peers");
   std::printf("%-40s %12.2f   %s\n", "copy bandwidth, TB/s", bw / 1e12, "anchor 4.2");

@@ -416,16 +416,18 @@ OpCase edit_logits_case(int R, int V, int per_row, uint64_t seed) {
           }};
 }
 
-// Rows of R logits (flat or peaked, or coarse so that values tie) drawn with every kind of cut:
-// greedy, temperature alone (id order), top-k, top-p, min-p and their mixes, uniforms from 0 to
-// just below 1. The draws must be the reference's exactly (a sampler whose sums are ordered
+// Rows of R logits (flat or peaked, coarse so that values tie, or peaked with masked -inf tokens)
+// drawn with every kind of cut: greedy, temperature alone (id order), top-k, top-p, min-p and
+// their mixes, uniforms from 0 to just below 1. The draws must be the reference's exactly (a sampler whose sums are ordered
 // differently could differ only where u lands within rounding of a boundary).
 OpCase sample_rows_case(int R, int V, int shape, uint64_t seed) {
   Rng rng(seed);
-  const float scale = shape == 1 ? 4.0f : 1.0f;
+  const float scale = shape == 1 || shape == 3 ? 4.0f : 1.0f;
   Tensor x = random_tensor(DType::F32, {R, V}, rng, scale);
   if (shape == 2)
     for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::round(x.data<float>()[i] * 4.0f) / 4.0f;
+  if (shape == 3)
+    for (int64_t i = 0; i < x.numel(); i += 5) x.data<float>()[i] = -std::numeric_limits<float>::infinity();
   const RowSampling kinds[] = {{0.0f, 0, 1.0f, 0.0f, 0}, {1.0f, 0, 1.0f, 0.0f, 0}, {0.8f, 0, 0.95f, 0.0f, 0},
                                {0.7f, 40, 1.0f, 0.0f, 0}, {1.2f, 0, 1.0f, 0.05f, 0}, {0.6f, 50, 0.9f, 0.1f, 0},
                                {1.0f, 1, 1.0f, 0.0f, 0},  {0.9f, 0, 0.5f, 0.0f, 0}};
@@ -437,7 +439,7 @@ OpCase sample_rows_case(int R, int V, int shape, uint64_t seed) {
     rows.push_back(d);
   }
   std::string name = "sample_rows R=" + std::to_string(R) + " V=" + std::to_string(V) +
-                     (shape == 1 ? " peaked" : shape == 2 ? " ties" : "");
+                     (shape == 1 ? " peaked" : shape == 2 ? " ties" : shape == 3 ? " masked" : "");
   return {name, "sample_rows", DType::F32, kExact, [=](Backend& be) {
             Tensor out = be.upload(i32_tensor(std::vector<int32_t>(size_t(R), -1)));
             be.sample_rows(upload(be, x), rows, out);
@@ -596,6 +598,9 @@ std::vector<OpCase> op_cases(const std::string& op) {
       cases.push_back(sample_rows_case(40, 1000, shape, seed++));
     }
     cases.push_back(sample_rows_case(3, 7, 0, seed++));
+    // Every kind of cut over a whole vocabulary, and masked (-inf) tokens.
+    for (int shape : {1, 2, 3}) cases.push_back(sample_rows_case(8, 128256, shape, seed++));
+    cases.push_back(sample_rows_case(40, 1000, 3, seed++));
   } else if (op == "edit_logits") {
     cases.push_back(edit_logits_case(1, 7, 7, seed++));
     cases.push_back(edit_logits_case(4, 1000, 300, seed++));

@@ -481,7 +481,7 @@ class CudaBackend final : public Backend {
     require_f32(x, "sample_rows", "x");
     require_i32(out, "sample_rows", "out");
     const int64_t V = x.dim(-1), R = V ? x.numel() / V : 0;
-    TESSERA_CHECK(V > 0 && R == int64_t(rows.size()) && out.numel() == R && V < (int64_t(1) << 31),
+    TESSERA_CHECK(V > 0 && R == int64_t(rows.size()) && out.numel() == R && R * V < (int64_t(1) << 31),
                   "sample_rows: " + shape_str(x.shape()) + " with " + std::to_string(rows.size()) + " rows into " +
                       shape_str(out.shape()));
     if (R == 0) return;
@@ -492,9 +492,9 @@ class CudaBackend final : public Backend {
       hp[r] = {s.temperature, s.top_k, s.top_p, s.min_p, s.u};
     }
     const size_t bytes = cuda::sample_rows_workspace(hp, R, V);
-    Tensor params = upload(host), work = bytes ? empty(DType::U8, {int64_t(bytes)}) : Tensor();
-    cuda::sample_rows(ptr(x), static_cast<const cuda::SampleParams*>(params.raw()), R, V,
-                      bytes ? work.raw() : nullptr, bytes, ptr<int32_t>(out), stream_);
+    Tensor params = upload(host), work = empty(DType::U8, {int64_t(bytes)});
+    cuda::sample_rows(ptr(x), static_cast<const cuda::SampleParams*>(params.raw()), hp, R, V, work.raw(), bytes,
+                      ptr<int32_t>(out), stream_);
   }
 
   void edit_logits(Tensor& x, const std::vector<LogitEdit>& edits) override {

@@ -98,12 +98,12 @@ struct SampleParams {
   float min_p;
   double u;
 };
-// Bytes of device workspace sample_rows() needs for these rows (0 when no row's cut needs the
-// candidates in order).
+// Bytes of device workspace sample_rows() needs for these rows.
 size_t sample_rows_workspace(const SampleParams* host_params, int64_t R, int64_t V);
-// out[r] = backend.h's sample_rows() draw from x [R, V] with params[r] (device memory).
-void sample_rows(const float* x, const SampleParams* params, int64_t R, int64_t V, void* workspace,
-                 size_t workspace_bytes, int32_t* out, cudaStream_t s);
+// out[r] = backend.h's sample_rows() draw from x [R, V] with params[r] (device memory; host_params
+// is the same on the host).
+void sample_rows(const float* x, const SampleParams* params, const SampleParams* host_params, int64_t R, int64_t V,
+                 void* workspace, size_t workspace_bytes, int32_t* out, cudaStream_t s);
 
 struct AttentionArgs {
   const float* q;  // [T, H, Dh]
