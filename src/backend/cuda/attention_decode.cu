@@ -7,7 +7,11 @@
 // lanes over the head dimension (coalesced rows, 8 loads issued together). L = 1 does the least
 // work per key (large batches, where there are blocks enough to fill the GPU); L = 2 keeps one
 // warp's steps short, so a small batch spreads over many warps (key splits). The warps' partial
-// results are merged at the end (and across blocks by combine_partials when the keys are split).
+// results are merged at the end; across the blocks of a split range either in a thread-block
+// cluster (compute capability 9+, up to 8 splits: each block's sums in its shared memory, read by
+// the others) or by combine_partials.
+#include <cooperative_groups.h>
+
 #include <cmath>
 
 #include "backend/cuda/check.h"
@@ -17,20 +21,26 @@
 namespace tessera::cuda {
 namespace {
 
-constexpr int kWarps = 4, kMaxGroup = 8, kVBatch = 8;
+constexpr int kWarps = 4, kMaxGroup = 8, kVBatch = 8, kMaxClusterSplits = 8;
 
 // kDpl: head dims per lane (Dh / 32); L: lanes per key; kGroup: query heads per kv head, at
-// most (4 or 8: the per-head registers are sized by it).
-template <class KV, int kDpl, int L, int kGroup>
+// most (4 or 8: the per-head registers are sized by it); kCluster: the splits (gridDim.z) form
+// one cluster and merge there.
+template <class KV, int kDpl, int L, int kGroup, bool kCluster>
 __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, float* partial) {
   constexpr int Dh = 32 * kDpl, kKeysPerStep = 32 / L, kPieces = Dh / 8 / L;
   // Sized for this head_dim (20 KB at 128), so that enough blocks stay resident per SM.
   __shared__ __align__(16) float qs[kGroup * Dh];
   __shared__ float ws_ml[kWarps][kGroup][2];
   __shared__ float ws_acc[kWarps][kGroup][Dh];
+  // This block's merged sums for the cluster: max and sum per head, and the accumulators (in the
+  // first warp's place: each is read only by the thread that writes it).
+  __shared__ float block_ml[kCluster ? kGroup : 1][2];
+  float(*block_acc)[Dh] = ws_acc[0];
 
   allow_next();
-  wait_for_previous();
+  // The step's inputs and the keys before this token's were written before the step: read while
+  // the previous kernel (which stores this token's key and value, and q) still runs.
   const int seq = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
   const int G = int(a.H / a.Hkv), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t = a.seq_starts[seq];
@@ -43,6 +53,17 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, fl
   const int32_t* table = a.block_tables + int64_t(seq) * a.max_blocks;
   const KV* kc = static_cast<const KV*>(a.k_cache);
   const KV* vc = static_cast<const KV*>(a.v_cache);
+  // Those keys' K and V rows into L2, 128-byte lines (the first loads then wait less).
+  constexpr int kLines = (Dh * int(sizeof(KV)) + 127) / 128;
+  for (int e = threadIdx.x; e < (end - begin) * kLines; e += kWarps * 32) {
+    const int j = begin + e / kLines;
+    if (j == qpos) continue;
+    const int64_t slot = int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size;
+    const int64_t at = (slot * a.Hkv + kvh) * Dh * int64_t(sizeof(KV)) + (e % kLines) * 128;
+    prefetch_l2(reinterpret_cast<const char*>(kc) + at);
+    prefetch_l2(reinterpret_cast<const char*>(vc) + at);
+  }
+  wait_for_previous();
 
   for (int e = threadIdx.x; e < G * Dh; e += kWarps * 32)
     qs[e] = a.q[(int64_t(t) * a.H + int64_t(kvh) * G) * Dh + e];
@@ -161,7 +182,10 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, fl
       o += ws_acc[w][g][d] * f;
     }
     const int64_t th = int64_t(t) * a.H + int64_t(kvh) * G + g;
-    if (splits == 1) {
+    if constexpr (kCluster) {
+      block_acc[g][d] = o;
+      if (d == 0) block_ml[g][0] = mx, block_ml[g][1] = sum;
+    } else if (splits == 1) {
       a.out[th * Dh + d] = sum > 0.0f ? o / sum : 0.0f;
     } else {
       float* pp = partial + (th * splits + split) * (Dh + 2);
@@ -169,31 +193,71 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, fl
       if (d == 0) pp[Dh] = mx, pp[Dh + 1] = sum;
     }
   }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (kCluster) {
+    // Rescale each split's sums to the common maximum, as combine_partials does; block `split`
+    // writes its share of the group's outputs.
+    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    cluster.sync();
+    __shared__ float head_mx[kGroup], head_inv[kGroup];
+    if (threadIdx.x < G) {
+      const int g = threadIdx.x;
+      float mx = -INFINITY, l = 0.0f;
+      for (int k = 0; k < splits; ++k) mx = fmaxf(mx, cluster.map_shared_rank(&block_ml[g][0], k)[0]);
+      for (int k = 0; k < splits; ++k) {
+        const float* ml = cluster.map_shared_rank(&block_ml[g][0], k);
+        if (ml[0] != -INFINITY) l += ml[1] * expf(ml[0] - mx);
+      }
+      head_mx[g] = mx, head_inv[g] = l > 0.0f ? 1.0f / l : 0.0f;
+    }
+    __syncthreads();
+    const int per = (G * Dh + splits - 1) / splits;
+    for (int e = split * per + threadIdx.x; e < min(G * Dh, (split + 1) * per); e += kWarps * 32) {
+      const int g = e / Dh, d = e % Dh;
+      float o = 0.0f;
+      for (int k = 0; k < splits; ++k) {
+        const float mk = cluster.map_shared_rank(&block_ml[g][0], k)[0];
+        if (mk != -INFINITY) o += cluster.map_shared_rank(&block_acc[g][0], k)[d] * expf(mk - head_mx[g]);
+      }
+      a.out[(int64_t(t) * a.H + int64_t(kvh) * G + g) * Dh + d] = o * head_inv[g];
+    }
+    cluster.sync();  // no block leaves while another still reads its sums
+  }
+#endif
+}
+
+template <class KV, int kDpl, int L, int kGroup>
+void launch(const AttentionArgs& a, int splits, bool clustered, float* partial, cudaStream_t s) {
+  const dim3 grid(unsigned(a.num_seqs), unsigned(a.Hkv), unsigned(splits)), block(kWarps * 32);
+  if (clustered)
+    launch_in_clusters(decode_kernel<KV, kDpl, L, kGroup, true>, grid, dim3(1, 1, unsigned(splits)), block, 0, s, a,
+                       partial);
+  else
+    launch_dependent(decode_kernel<KV, kDpl, L, kGroup, false>, grid, block, 0, s, a, partial);
 }
 
 template <class KV, int L, int kGroup>
-void launch(const AttentionArgs& a, int splits, float* partial, cudaStream_t s) {
-  dim3 grid(unsigned(a.num_seqs), unsigned(a.Hkv), unsigned(splits));
+void launch(const AttentionArgs& a, int splits, bool clustered, float* partial, cudaStream_t s) {
   switch (a.Dh) {
-    case 32: launch_dependent(decode_kernel<KV, 1, L, kGroup>, grid, dim3(kWarps * 32), 0, s, a, partial); break;
-    case 64: launch_dependent(decode_kernel<KV, 2, L, kGroup>, grid, dim3(kWarps * 32), 0, s, a, partial); break;
-    case 128: launch_dependent(decode_kernel<KV, 4, L, kGroup>, grid, dim3(kWarps * 32), 0, s, a, partial); break;
-    default: launch_dependent(decode_kernel<KV, 8, L, kGroup>, grid, dim3(kWarps * 32), 0, s, a, partial); break;
+    case 32: launch<KV, 1, L, kGroup>(a, splits, clustered, partial, s); break;
+    case 64: launch<KV, 2, L, kGroup>(a, splits, clustered, partial, s); break;
+    case 128: launch<KV, 4, L, kGroup>(a, splits, clustered, partial, s); break;
+    default: launch<KV, 8, L, kGroup>(a, splits, clustered, partial, s); break;
   }
 }
 
 template <class KV, int L>
-void launch(const AttentionArgs& a, int splits, float* partial, cudaStream_t s) {
-  if (a.H / a.Hkv <= 4) launch<KV, L, 4>(a, splits, partial, s);
-  else launch<KV, L, kMaxGroup>(a, splits, partial, s);
+void launch(const AttentionArgs& a, int splits, bool clustered, float* partial, cudaStream_t s) {
+  if (a.H / a.Hkv <= 4) launch<KV, L, 4>(a, splits, clustered, partial, s);
+  else launch<KV, L, kMaxGroup>(a, splits, clustered, partial, s);
 }
 
 template <class KV>
-void launch(const AttentionArgs& a, int splits, float* partial, int sm_count, cudaStream_t s) {
+void launch(const AttentionArgs& a, int splits, bool clustered, float* partial, int sm_count, cudaStream_t s) {
   // Measured on the H200 (8B shapes, contexts 512 and 4096, batches 1 to 256): 2 lanes per key
   // is as fast as 4 on small grids and faster than 1 up to ~16 blocks per SM.
-  if (int64_t(a.num_seqs) * a.Hkv * splits < 16 * sm_count) launch<KV, 2>(a, splits, partial, s);
-  else launch<KV, 1>(a, splits, partial, s);
+  if (int64_t(a.num_seqs) * a.Hkv * splits < 16 * sm_count) launch<KV, 2>(a, splits, clustered, partial, s);
+  else launch<KV, 1>(a, splits, clustered, partial, s);
 }
 
 }  // namespace
@@ -205,10 +269,12 @@ bool decode_attention_applies(const AttentionArgs& a, int max_query_len) {
 }
 
 void decode_attention(const AttentionArgs& a, int splits, float* partial, int sm_count, cudaStream_t s) {
-  if (a.cache_dtype == DType::F32) launch<float>(a, splits, partial, sm_count, s);
-  else launch<__nv_bfloat16>(a, splits, partial, sm_count, s);
+  // Clusters (Hopper's, as the programmatic launches) merge up to 8 splits without a second kernel.
+  const bool clustered = splits > 1 && splits <= kMaxClusterSplits && dependent_launch_supported();
+  if (a.cache_dtype == DType::F32) launch<float>(a, splits, clustered, partial, sm_count, s);
+  else launch<__nv_bfloat16>(a, splits, clustered, partial, sm_count, s);
   check_launch("decode attention");
-  if (splits > 1) combine_partials(partial, a.T * a.H, splits, a.Dh, a.out, s);
+  if (splits > 1 && !clustered) combine_partials(partial, a.T * a.H, splits, a.Dh, a.out, s);
 }
 
 }  // namespace tessera::cuda

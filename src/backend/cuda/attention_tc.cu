@@ -299,7 +299,8 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(AttentionArgs a,
   auto sv = [&](int buf) { return reinterpret_cast<KV*>(smem + L::kv + (2 * buf + 1) * L::tile); };
 
   allow_next();
-  wait_for_previous();
+  // The step's inputs and the keys before this token's were written before the step: read while
+  // the previous kernel (which stores this token's key and value, and q) still runs.
   const int seq = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
   const int G = int(a.H / a.Hkv), t = a.seq_starts[seq];
   if (a.seq_starts[seq + 1] <= t) return;  // no new token: the whole block leaves
@@ -314,7 +315,11 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(AttentionArgs a,
   auto load_tile = [&](int tile, int buf) {
     load_kv_tile<DH, kLd>(a, table, kvh, first + tile * kKeys, last, sk(buf), sv(buf));
   };
-  if (tile_begin < tile_end) load_tile(tile_begin, 0);
+  // The first tile before the previous kernel ends, unless it holds this token's key.
+  const bool early = tile_begin < tile_end && first + (tile_begin + 1) * kKeys <= qpos;
+  if (early) load_tile(tile_begin, 0);
+  wait_for_previous();
+  if (!early && tile_begin < tile_end) load_tile(tile_begin, 0);
 
   for (int e = tid; e < 16 * DH; e += kThreads) {
     int r = e / DH, d = e % DH;

@@ -93,6 +93,9 @@ __device__ __forceinline__ void allow_next() {
 #endif
 }
 
+// Starts moving the 128-byte line at p into L2 (no register waits on it).
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 // Whether the current device runs programmatic dependent launches (compute capability 9+).
 inline bool dependent_launch_supported() {
   static const bool yes = [] {
@@ -105,20 +108,33 @@ inline bool dependent_launch_supported() {
 
 // kernel<<<grid, block, smem, s>>>(args...) as a programmatic dependent of the stream's previous
 // kernel where the device supports it; the kernel calls wait_for_previous() before it touches
-// memory that kernel may use.
+// memory that kernel may use. With a cluster shape other than 1x1x1 (compute capability 9+, the
+// grid a multiple of it), the blocks run in thread-block clusters of that shape.
 template <class... P, class... A>
-void launch_dependent(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
+void launch_in_clusters(void (*kernel)(P...), dim3 grid, dim3 cluster, dim3 block, size_t smem, cudaStream_t s,
+                        A&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = dependent_launch_supported() ? 1 : 0;
+  cudaLaunchAttribute attrs[2]{};
+  int n = 0;
+  if (dependent_launch_supported()) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster.x * cluster.y * cluster.z > 1) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = cluster.x, attrs[n].val.clusterDim.y = cluster.y, attrs[n++].val.clusterDim.z = cluster.z;
+  }
+  cfg.attrs = attrs;
+  cfg.numAttrs = unsigned(n);
   cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
+}
+template <class... P, class... A>
+void launch_dependent(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
+  launch_in_clusters(kernel, grid, dim3(1, 1, 1), block, smem, s, std::forward<A>(args)...);
 }
 
 // Asynchronous copies into shared memory (sm_80+): 16 bytes global → shared, zero-filled when
