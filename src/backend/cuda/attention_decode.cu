@@ -21,7 +21,7 @@
 namespace tessera::cuda {
 namespace {
 
-constexpr int kWarps = 4, kMaxGroup = 8, kVBatch = 8, kMaxClusterSplits = 8;
+constexpr int kWarps = 4, kMaxGroup = 8, kVBatch = 8;
 
 // kDpl: head dims per lane (Dh / 32); L: lanes per key; kGroup: query heads per kv head, at
 // most (4 or 8: the per-head registers are sized by it); kCluster: the splits (gridDim.z) form
@@ -269,8 +269,7 @@ bool decode_attention_applies(const AttentionArgs& a, int max_query_len) {
 }
 
 void decode_attention(const AttentionArgs& a, int splits, float* partial, int sm_count, cudaStream_t s) {
-  // Clusters (Hopper's, as the programmatic launches) merge up to 8 splits without a second kernel.
-  const bool clustered = splits > 1 && splits <= kMaxClusterSplits && dependent_launch_supported();
+  const bool clustered = merge_in_cluster(splits);  // no second kernel
   if (a.cache_dtype == DType::F32) launch<float>(a, splits, clustered, partial, sm_count, s);
   else launch<__nv_bfloat16>(a, splits, clustered, partial, sm_count, s);
   check_launch("decode attention");
