@@ -140,7 +140,8 @@ __global__ void rope_store_kv_kernel(float* q, float* k, const float* v, const i
                                      int half, const int32_t* slots, int64_t num_slots, E* kc, E* vc) {
   extern __shared__ float cs[];  // cos[half], sin[half]
   allow_next();
-  wait_for_previous();
+  // Positions and slots are the step's inputs: the angles while the previous kernel (which
+  // writes q, k and v) still runs.
   const int64_t t = blockIdx.x;
   const float pos = float(positions[t]);
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
@@ -148,8 +149,9 @@ __global__ void rope_store_kv_kernel(float* q, float* k, const float* v, const i
     cs[i] = cosf(angle) * scaling;
     cs[half + i] = sinf(angle) * scaling;
   }
-  __syncthreads();
   const int64_t row = Hkv * Dh, slot = slots[t];
+  wait_for_previous();
+  __syncthreads();
   const bool store = slot >= 0 && slot < num_slots;
   float* qt = q + t * H * Dh;
   float* kt = k + t * row;
