@@ -121,11 +121,11 @@ struct RowState {
   int greedy;
   Bins bins;
   int last_bin;  // the candidates' last bin; -1 where the row draws in id order
-  int count;     // the candidates (bins up to last_bin), sorted at keys[r * V, r * V + count)
-  bool walk;     // drawn by walking the bins (the candidates left unsorted, by bin, at keys)
+  int count;     // the candidates (bins up to last_bin), sorted at sorted[r * V, r * V + count)
+  bool walk;     // drawn from the bins (the candidates left unsorted, bin by bin, at keys)
 };
 
-// Device workspace, carved from one allocation (sizes in workspace_bytes()).
+// Device workspace, carved from one allocation (carve()).
 struct Work {
   MaxAt* slice_max;       // [R, slices]
   double* slice_sum;      // [R, slices]
@@ -217,7 +217,9 @@ __global__ void __launch_bounds__(kSliceThreads) slice_sums_kernel(const float* 
 }
 
 // One block of kBins threads per row: the row's state, and for rows cut in order the last bin of
-// the candidates: the first whose running count reaches top_k (the top-k sum needs all k), or
+// the candidates and the sort's segments. A top-p row is drawn from its bins (walk) when every bin
+// up to the cut's holds at most kWalkBin values; its candidates end at the cut's bin. Otherwise
+// they end at the first bin whose running count reaches top_k (the top-k sum needs all k), or
 // without top-k the first whose running mass exceeds top_p of the whole (with the margin).
 __global__ void __launch_bounds__(kBins) threshold_kernel(const SampleParams* params, Slicing sl, Work w) {
   using ScanU = cub::BlockScan<unsigned, kBins>;
