@@ -481,7 +481,7 @@ class CudaBackend final : public Backend {
     require_f32(x, "sample_rows", "x");
     require_i32(out, "sample_rows", "out");
     const int64_t V = x.dim(-1), R = V ? x.numel() / V : 0;
-    TESSERA_CHECK(V > 0 && R == int64_t(rows.size()) && out.numel() == R && R * V < (int64_t(1) << 31),
+    TESSERA_CHECK(V > 0 && V < (int64_t(1) << 31) && R == int64_t(rows.size()) && out.numel() == R,
                   "sample_rows: " + shape_str(x.shape()) + " with " + std::to_string(rows.size()) + " rows into " +
                       shape_str(out.shape()));
     if (R == 0) return;
@@ -491,10 +491,16 @@ class CudaBackend final : public Backend {
       const RowSampling& s = rows[size_t(r)];
       hp[r] = {s.temperature, s.top_k, s.top_p, s.min_p, s.u};
     }
-    const size_t bytes = cuda::sample_rows_workspace(hp, R, V);
-    Tensor params = upload(host), work = empty(DType::U8, {int64_t(bytes)});
-    cuda::sample_rows(ptr(x), static_cast<const cuda::SampleParams*>(params.raw()), hp, R, V, work.raw(), bytes,
-                      ptr<int32_t>(out), stream_);
+    Tensor params = upload(host);
+    const auto* dp = static_cast<const cuda::SampleParams*>(params.raw());
+    // The draw indexes a call's logits with 32 bits: rows in groups below 2^31 logits.
+    const int64_t group = std::max<int64_t>(1, ((int64_t(1) << 31) - 1) / V);
+    for (int64_t r0 = 0; r0 < R; r0 += group) {
+      const int64_t n = std::min(group, R - r0);
+      const size_t bytes = cuda::sample_rows_workspace(hp + r0, n, V);
+      Tensor work = empty(DType::U8, {int64_t(bytes)});
+      cuda::sample_rows(ptr(x) + r0 * V, dp + r0, hp + r0, n, V, work.raw(), bytes, ptr<int32_t>(out) + r0, stream_);
+    }
   }
 
   void edit_logits(Tensor& x, const std::vector<LogitEdit>& edits) override {
