@@ -229,11 +229,14 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, fl
 template <class KV, int kDpl, int L, int kGroup>
 void launch(const AttentionArgs& a, int splits, bool clustered, float* partial, cudaStream_t s) {
   const dim3 grid(unsigned(a.num_seqs), unsigned(a.Hkv), unsigned(splits)), block(kWarps * 32);
-  if (clustered)
-    launch_in_clusters(decode_kernel<KV, kDpl, L, kGroup, true>, grid, dim3(1, 1, unsigned(splits)), block, 0, s, a,
-                       partial);
-  else
-    launch_dependent(decode_kernel<KV, kDpl, L, kGroup, false>, grid, block, 0, s, a, partial);
+  if constexpr (L == 2) {  // the only clustered form (see launch<KV> below)
+    if (clustered) {
+      launch_in_clusters(decode_kernel<KV, kDpl, L, kGroup, true>, grid, dim3(1, 1, unsigned(splits)), block, 0, s,
+                         a, partial);
+      return;
+    }
+  }
+  launch_dependent(decode_kernel<KV, kDpl, L, kGroup, false>, grid, block, 0, s, a, partial);
 }
 
 template <class KV, int L, int kGroup>
@@ -252,12 +255,20 @@ void launch(const AttentionArgs& a, int splits, bool clustered, float* partial, 
   else launch<KV, L, kMaxGroup>(a, splits, clustered, partial, s);
 }
 
+// Returns whether the splits merged in a cluster (else combine_partials must).
 template <class KV>
-void launch(const AttentionArgs& a, int splits, bool clustered, float* partial, int sm_count, cudaStream_t s) {
+bool launch(const AttentionArgs& a, int splits, float* partial, int sm_count, cudaStream_t s) {
   // Measured on the H200 (8B shapes, contexts 512 and 4096, batches 1 to 256): 2 lanes per key
-  // is as fast as 4 on small grids and faster than 1 up to ~16 blocks per SM.
-  if (int64_t(a.num_seqs) * a.Hkv * splits < 16 * sm_count) launch<KV, 2>(a, splits, clustered, partial, s);
-  else launch<KV, 1>(a, splits, clustered, partial, s);
+  // is as fast as 4 on small grids and faster than 1 up to ~16 blocks per SM. Key splits come
+  // with small grids (under 8 blocks per SM, attention_splits), so only 2 lanes need a cluster
+  // form.
+  if (int64_t(a.num_seqs) * a.Hkv * splits < 16 * sm_count) {
+    const bool clustered = merge_in_cluster(splits);
+    launch<KV, 2>(a, splits, clustered, partial, s);
+    return clustered;
+  }
+  launch<KV, 1>(a, splits, false, partial, s);
+  return false;
 }
 
 }  // namespace
@@ -269,9 +280,8 @@ bool decode_attention_applies(const AttentionArgs& a, int max_query_len) {
 }
 
 void decode_attention(const AttentionArgs& a, int splits, float* partial, int sm_count, cudaStream_t s) {
-  const bool clustered = merge_in_cluster(splits);  // no second kernel
-  if (a.cache_dtype == DType::F32) launch<float>(a, splits, clustered, partial, sm_count, s);
-  else launch<__nv_bfloat16>(a, splits, clustered, partial, sm_count, s);
+  const bool clustered = a.cache_dtype == DType::F32 ? launch<float>(a, splits, partial, sm_count, s)
+                                                     : launch<__nv_bfloat16>(a, splits, partial, sm_count, s);
   check_launch("decode attention");
   if (splits > 1 && !clustered) combine_partials(partial, a.T * a.H, splits, a.Dh, a.out, s);
 }
