@@ -199,27 +199,28 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, fl
     // writes its share of the group's outputs.
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
     cluster.sync();
-    __shared__ float head_mx[kGroup], head_inv[kGroup];
+    // Each head's factor for each split: exp(its max - the common max) / the common sum.
+    __shared__ float factor[kGroup][kMaxClusterBlocks];
     if (threadIdx.x < G) {
       const int g = threadIdx.x;
       float mx = -INFINITY, l = 0.0f;
       for (int k = 0; k < splits; ++k) mx = fmaxf(mx, cluster.map_shared_rank(&block_ml[g][0], k)[0]);
       for (int k = 0; k < splits; ++k) {
         const float* ml = cluster.map_shared_rank(&block_ml[g][0], k);
-        if (ml[0] != -INFINITY) l += ml[1] * expf(ml[0] - mx);
+        factor[g][k] = ml[0] != -INFINITY ? expf(ml[0] - mx) : 0.0f;
+        l += ml[1] * factor[g][k];
       }
-      head_mx[g] = mx, head_inv[g] = l > 0.0f ? 1.0f / l : 0.0f;
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      for (int k = 0; k < splits; ++k) factor[g][k] *= inv;
     }
     __syncthreads();
     const int per = (G * Dh + splits - 1) / splits;
     for (int e = split * per + threadIdx.x; e < min(G * Dh, (split + 1) * per); e += kWarps * 32) {
       const int g = e / Dh, d = e % Dh;
       float o = 0.0f;
-      for (int k = 0; k < splits; ++k) {
-        const float mk = cluster.map_shared_rank(&block_ml[g][0], k)[0];
-        if (mk != -INFINITY) o += cluster.map_shared_rank(&block_acc[g][0], k)[d] * expf(mk - head_mx[g]);
-      }
-      a.out[(int64_t(t) * a.H + int64_t(kvh) * G + g) * Dh + d] = o * head_inv[g];
+      for (int k = 0; k < splits; ++k)
+        if (factor[g][k] != 0.0f) o += cluster.map_shared_rank(&block_acc[g][0], k)[d] * factor[g][k];
+      a.out[(int64_t(t) * a.H + int64_t(kvh) * G + g) * Dh + d] = o;
     }
     cluster.sync();  // no block leaves while another still reads its sums
   }

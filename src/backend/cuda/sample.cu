@@ -270,25 +270,29 @@ __global__ void __launch_bounds__(kBins) threshold_kernel(const SampleParams* pa
     if (threadIdx.x == 0 && !walk) shared_last = last == INT_MAX ? kBins - 1 : last;
     __syncthreads();
     last = shared_last;
-    // The candidates in bin order from the row's start; the bins grouped into sl.groups runs of
-    // about equal counts (a group with no bin of its own is empty).
+    // The candidates in bin order from the row's start.
     const int before = int(count - own), bin = int(threadIdx.x);
     w.bin_fill[r * kBins + bin] = int(r * sl.V) + before;
     if (bin == last) shared_count = int(count);
     __syncthreads();
-    const int candidates = shared_count;
-    group_of[bin] = int(int64_t(before) * sl.groups / max(candidates, 1));
-    group_start[bin] = candidates;
-    if (bin == 0) group_start[kBins] = candidates;
-    __syncthreads();
-    if (bin <= last && (bin == 0 || group_of[bin] != group_of[bin - 1]))
-      for (int g = bin == 0 ? 0 : group_of[bin - 1] + 1; g <= group_of[bin]; ++g) group_start[g] = before;
-    __syncthreads();
-    if (bin < sl.groups) {  // a walk sorts nothing here
-      w.seg_begin[r * sl.groups + bin] = int(r * sl.V) + (walk ? 0 : group_start[bin]);
-      w.seg_end[r * sl.groups + bin] = int(r * sl.V) + (walk ? 0 : group_start[bin + 1]);
+    if (!walk) {
+      // The sort's segments: the bins grouped into sl.groups runs of about equal counts (a group
+      // with no bin of its own is empty).
+      const int candidates = shared_count;
+      group_of[bin] = int(int64_t(before) * sl.groups / max(candidates, 1));
+      group_start[bin] = candidates;
+      if (bin == 0) group_start[kBins] = candidates;
+      __syncthreads();
+      if (bin <= last && (bin == 0 || group_of[bin] != group_of[bin - 1]))
+        for (int g = bin == 0 ? 0 : group_of[bin - 1] + 1; g <= group_of[bin]; ++g) group_start[g] = before;
+      __syncthreads();
+      if (bin < sl.groups) {
+        w.seg_begin[r * sl.groups + bin] = int(r * sl.V) + group_start[bin];
+        w.seg_end[r * sl.groups + bin] = int(r * sl.V) + group_start[bin + 1];
+      }
     }
-  } else if (w.seg_begin && int(threadIdx.x) < sl.groups) {
+  }
+  if (w.seg_begin && (!ordered || walk) && int(threadIdx.x) < sl.groups) {  // nothing of this row to sort
     w.seg_begin[r * sl.groups + threadIdx.x] = w.seg_end[r * sl.groups + threadIdx.x] = int(r * sl.V);
   }
   if (threadIdx.x == 0) {
@@ -405,7 +409,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* x, const 
     __syncthreads();
     return at;
   };
-  // The last index in [0, limit) with a positive weight; -1 if none.
+  // The last index in [0, limit) with a positive weight; -1 if none (thread 0's value).
   auto last_positive = [&](int64_t limit, auto weight) -> int64_t {
     int64_t last = -1;
     for (int64_t j = tid; j < limit; j += kThreads)
