@@ -189,7 +189,7 @@ TEST(CudaOps, LinearGroup) {
   std::mt19937 rng(13);
   for (DType dt : kWeightTypes)
     for (auto [T, K, bias] : {std::tuple{1, 512, false}, {2, 1024, true}, {3, 512, true}, {9, 256, false},
-                              {16, 1024, false}, {64, 512, true}, {600, 256, false}})
+                              {16, 1024, false}, {64, 512, true}, {64, 100, false}, {600, 256, false}})
       for (bool stacked : {false, true}) {
         const std::vector<int> rows = {K, K / 4, K / 4 + 8};
         std::vector<Tensor> w, b, want, out, gb;

@@ -13,6 +13,7 @@ namespace {
 constexpr int kThreads = 256;
 
 int blocks_for(int64_t n) { return int(std::min<int64_t>((n + kThreads - 1) / kThreads, 65536)); }
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <class T>
 __global__ void embedding_kernel(const T* table, const int32_t* ids, int64_t D, int64_t V, float* out) {
@@ -237,10 +238,29 @@ __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t 
 
 template <class E>
 __global__ void split_columns_kernel(const E* x, int64_t T, int64_t N, StackedParts g) {
+  allow_next();
+  wait_for_previous();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < T * N; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = i / N, n = i % N;
     const PartRow part = part_row(g, n);
     static_cast<E*>(part.out)[t * part.width + n - part.first] = x[i];
+  }
+}
+
+// 8 columns per thread, 16-byte accesses (every part's width a multiple of 8, pointers 16-byte
+// aligned): the decode batches' q/k/v scatter (H200, 8B shapes, 64 tokens: the product and its
+// scatter 21.6 µs against 23.0 with one element a thread).
+template <class E>
+__global__ void split_columns8_kernel(const E* x, int64_t T, int64_t N, StackedParts g) {
+  allow_next();
+  wait_for_previous();
+  const int64_t N8 = N / 8;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < T * N8; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = i / N8, n = i % N8 * 8;
+    const PartRow part = part_row(g, n);
+    float f[8];
+    load8(x + t * N + n, f);
+    store8(static_cast<E*>(part.out) + t * part.width + n - part.first, f);
   }
 }
 
@@ -271,8 +291,22 @@ __global__ void argmax_kernel(const float* x, int64_t N, int32_t* out) {
 
 template <class T>
 __global__ void convert_kernel(const float* x, int64_t n, T* out) {
+  allow_next();
+  wait_for_previous();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     out[i] = from_f32<T>(x[i]);
+}
+
+// 8 elements per thread, 16-byte stores (n a multiple of 8, pointers 16-byte aligned).
+template <class T>
+__global__ void convert8_kernel(const float* x, int64_t n8, T* out) {
+  allow_next();
+  wait_for_previous();
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n8; i += int64_t(gridDim.x) * blockDim.x) {
+    float f[8];
+    load8(x + 8 * i, f);
+    store8(out + 8 * i, f);
+  }
 }
 
 template <class E, class O>
@@ -328,7 +362,6 @@ void rms_norm(const float* x, const void* w, DType dt, float eps, float offset, 
 void add_rms_norm(float* x, const float* delta, const void* w, DType dt, float eps, float offset, int64_t rows,
                   int64_t D, void* out, DType out_dt, cudaStream_t s) {
   if (rows == 0) return;
-  auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const int groups = D % 8 == 0 && aligned16(x) && aligned16(delta) && aligned16(w) && aligned16(out)
                          ? D <= 2048 ? 1 : D <= 4096 ? 2 : D <= 8192 ? 4 : 0
                          : 0;
@@ -397,8 +430,7 @@ void rope_store_kv(float* q, float* k, const float* v, const int32_t* positions,
 
 void silu_mul(const void* gate, const void* up, DType in_dt, void* out, DType out_dt, int64_t n, cudaStream_t s) {
   if (n == 0) return;
-  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool by8 = n % 8 == 0 && aligned(gate) && aligned(up) && aligned(out);
+  const bool by8 = n % 8 == 0 && aligned16(gate) && aligned16(up) && aligned16(out);
   with_weight(gate, in_dt, "silu_mul", [&](auto* g) {
     const auto* u = static_cast<decltype(g)>(up);
     with_activation(out, out_dt, "silu_mul", [&](auto* o) {
@@ -426,12 +458,15 @@ void gather_rows(const float* x, const int32_t* rows, int64_t R, int64_t D, int6
 
 void convert_f32(const float* x, int64_t n, void* out, DType dt, cudaStream_t s) {
   if (n == 0) return;
-  if (dt == DType::BF16)
-    convert_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, n, static_cast<__nv_bfloat16*>(out));
-  else if (dt == DType::F16)
-    convert_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, n, static_cast<__half*>(out));
-  else
-    throw Error("convert_f32: unsupported dtype " + std::string(dtype_name(dt)));
+  const bool by8 = n % 8 == 0 && aligned16(x) && aligned16(out);
+  auto run = [&](auto* o) {
+    using T = std::remove_pointer_t<decltype(o)>;
+    if (by8) launch_dependent(convert8_kernel<T>, dim3(blocks_for(n / 8)), dim3(kThreads), 0, s, x, n / 8, o);
+    else launch_dependent(convert_kernel<T>, dim3(blocks_for(n)), dim3(kThreads), 0, s, x, n, o);
+  };
+  if (dt == DType::BF16) run(static_cast<__nv_bfloat16*>(out));
+  else if (dt == DType::F16) run(static_cast<__half*>(out));
+  else throw Error("convert_f32: unsupported dtype " + std::string(dtype_name(dt)));
   check_launch("convert_f32");
 }
 
@@ -444,8 +479,13 @@ void argmax_rows(const float* x, int64_t R, int64_t N, int32_t* out, cudaStream_
 void split_columns(const void* x, DType dt, int64_t T, const StackedParts& parts, cudaStream_t s) {
   const int64_t N = parts.rows_end[parts.count - 1];
   if (T * N == 0) return;
+  bool by8 = N % 8 == 0 && aligned16(x);
+  for (int p = 0; p < parts.count; ++p)
+    by8 = by8 && (parts.rows_end[p] - (p ? parts.rows_end[p - 1] : 0)) % 8 == 0 && aligned16(parts.out[p]);
   with_weight(x, dt, "split_columns", [&](auto* xt) {
-    split_columns_kernel<<<blocks_for(T * N), kThreads, 0, s>>>(xt, T, N, parts);
+    using E = std::remove_cv_t<std::remove_pointer_t<decltype(xt)>>;
+    if (by8) launch_dependent(split_columns8_kernel<E>, dim3(blocks_for(T * N / 8)), dim3(kThreads), 0, s, xt, T, N, parts);
+    else launch_dependent(split_columns_kernel<E>, dim3(blocks_for(T * N)), dim3(kThreads), 0, s, xt, T, N, parts);
   });
   check_launch("split_columns");
 }
