@@ -484,8 +484,10 @@ void split_columns(const void* x, DType dt, int64_t T, const StackedParts& parts
     by8 = by8 && (parts.rows_end[p] - (p ? parts.rows_end[p - 1] : 0)) % 8 == 0 && aligned16(parts.out[p]);
   with_weight(x, dt, "split_columns", [&](auto* xt) {
     using E = std::remove_cv_t<std::remove_pointer_t<decltype(xt)>>;
-    if (by8) launch_dependent(split_columns8_kernel<E>, dim3(blocks_for(T * N / 8)), dim3(kThreads), 0, s, xt, T, N, parts);
-    else launch_dependent(split_columns_kernel<E>, dim3(blocks_for(T * N)), dim3(kThreads), 0, s, xt, T, N, parts);
+    if (by8)
+      launch_dependent(split_columns8_kernel<E>, dim3(blocks_for(T * N / 8)), dim3(kThreads), 0, s, xt, T, N, parts);
+    else
+      launch_dependent(split_columns_kernel<E>, dim3(blocks_for(T * N)), dim3(kThreads), 0, s, xt, T, N, parts);
   });
   check_launch("split_columns");
 }
