@@ -418,8 +418,9 @@ OpCase edit_logits_case(int R, int V, int per_row, uint64_t seed) {
 
 // Rows of R logits (flat or peaked, coarse so that values tie, or peaked with masked -inf tokens)
 // drawn with every kind of cut: greedy, temperature alone (id order), top-k, top-p, min-p and
-// their mixes, uniforms from 0 to just below 1. The draws must be the reference's exactly (a sampler whose sums are ordered
-// differently could differ only where u lands within rounding of a boundary).
+// their mixes, uniforms from 0 to just below 1. The draws must be the reference's exactly (a
+// sampler whose sums are ordered differently could differ only where u lands within rounding of
+// a boundary).
 OpCase sample_rows_case(int R, int V, int shape, uint64_t seed) {
   Rng rng(seed);
   const float scale = shape == 1 || shape == 3 ? 4.0f : 1.0f;

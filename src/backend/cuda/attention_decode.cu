@@ -23,6 +23,14 @@ namespace {
 
 constexpr int kWarps = 4, kMaxGroup = 8, kVBatch = 8;
 
+// Key splits of the CUDA-core decode attention merge in one thread-block cluster (its blocks read
+// each other's shared memory) where there are 2 to 8 of them (the portable cluster size) on
+// compute capability 9+. (The tensor-core decode's large blocks ran slower in clusters.)
+constexpr int kMaxClusterBlocks = 8;
+inline bool merge_in_cluster(int splits) {
+  return splits > 1 && splits <= kMaxClusterBlocks && dependent_launch_supported();
+}
+
 // kDpl: head dims per lane (Dh / 32); L: lanes per key; kGroup: query heads per kv head, at
 // most (4 or 8: the per-head registers are sized by it); kCluster: the splits (gridDim.z) form
 // one cluster and merge there.

@@ -138,14 +138,6 @@ void launch_dependent(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, 
   launch_in_clusters(kernel, grid, dim3(1, 1, 1), block, smem, s, std::forward<A>(args)...);
 }
 
-// Key splits of the CUDA-core decode attention merge in one thread-block cluster (its blocks read
-// each other's shared memory) where there are 2 to 8 of them (the portable cluster size) on
-// compute capability 9+. (The tensor-core decode's large blocks ran slower in clusters.)
-constexpr int kMaxClusterBlocks = 8;
-inline bool merge_in_cluster(int splits) {
-  return splits > 1 && splits <= kMaxClusterBlocks && dependent_launch_supported();
-}
-
 // Asynchronous copies into shared memory (sm_80+): 16 bytes global → shared, zero-filled when
 // !valid; a thread's copies since its last commit form a group, and waiting for all but the N
 // most recent groups makes the older ones visible to this thread (a barrier then to the block).

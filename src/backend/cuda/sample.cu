@@ -69,10 +69,10 @@ __global__ void edit_logits_kernel(float* x, int64_t V, const LogitEdit* edits, 
   *at = v;
 }
 
-__host__ __device__ bool needs_order(const SampleParams& p, int64_t V) {
-  return p.temperature > 0.0f && ((p.top_k > 0 && p.top_k < V) || p.top_p < 1.0f);
-}
 __host__ __device__ bool top_k_cuts(const SampleParams& p, int64_t V) { return p.top_k > 0 && p.top_k < V; }
+__host__ __device__ bool needs_order(const SampleParams& p, int64_t V) {
+  return p.temperature > 0.0f && (top_k_cuts(p, V) || p.top_p < 1.0f);
+}
 __device__ bool may_walk(const SampleParams& p, int64_t V) {
   return p.temperature > 0.0f && p.top_p < 1.0f && !top_k_cuts(p, V) && p.min_p <= 0.0f;
 }
