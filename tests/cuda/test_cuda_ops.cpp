@@ -344,6 +344,20 @@ void run_attention_case(Backend& be, const AttnCase& c, std::mt19937& rng) {
                host_values(want), limit);
 }
 
+// n contexts spread evenly over [lo, hi].
+std::vector<int> ragged(int n, int lo, int hi) {
+  std::vector<int> v;
+  for (int i = 0; i < n; ++i) v.push_back(lo + int(int64_t(hi - lo) * i / std::max(1, n - 1)));
+  return v;
+}
+
+// One new token for each of n sequences but every k-th, which has none this step.
+std::vector<int> idle_every(int n, int k) {
+  std::vector<int> v;
+  for (int i = 0; i < n; ++i) v.push_back(i % k == 1 ? 0 : 1);
+  return v;
+}
+
 TEST(CudaOps, Attention) {
   TESSERA_REQUIRE_CUDA(be);
   std::mt19937 rng(6);
@@ -381,6 +395,10 @@ TEST(CudaOps, Attention) {
        4, 2, 256, 16, 50, 30.0f, DType::BF16},
       {"decode x16 TC GQA16 Dh64", std::vector<int>(16, 1),
        {3, 40, 77, 114, 151, 188, 225, 262, 299, 336, 373, 410, 447, 484, 521, 900}, 64, 4, 64, 8, 0, 0.0f,
+       DType::BF16},
+      // Runs of tiles over the pairs: many one-tile pairs a run, sequences without a new token.
+      {"decode x200 TC short", std::vector<int>(200, 1), ragged(200, 1, 150), 8, 2, 64, 16, 0, 0.0f, DType::BF16},
+      {"decode x70 TC idle sequences", idle_every(70, 3), ragged(70, 100, 1300), 32, 8, 128, 16, 0, 0.0f,
        DType::BF16},
   };
   for (const AttnCase& c : cases) run_attention_case(*be, c, rng);
