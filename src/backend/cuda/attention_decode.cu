@@ -1,12 +1,13 @@
 // Paged attention for decode steps (one new token per sequence), for f32 or bf16 KV caches.
-// One block per (sequence, kv head, key split), 4 warps. A warp takes 32 / L keys at a time, L
+// One block per (sequence, kv head, key split). A warp takes 32 / L keys at a time, L
 // lanes per key: each lane reads 1/L of its key's row (16-byte pieces, interleaved so the L
 // lanes read contiguous bytes) and scores it against every query head of the group (q in
 // shared memory), so a K row is read once for the group; log2 L shuffles finish each score. The
 // group's online softmax then runs across the warp, and the weighted V rows are summed with
 // lanes over the head dimension (coalesced rows, 8 loads issued together). L = 1 does the least
-// work per key (large batches, where there are blocks enough to fill the GPU); L = 2 keeps one
-// warp's steps short, so a small batch spreads over many warps (key splits). The warps' partial
+// work per key (large batches, where there are blocks enough to fill the GPU; 4 warps a block);
+// L = 2 keeps one warp's steps short, so a small batch spreads over many warps (key splits; 8
+// warps a block, so that a split's keys take fewer steps of the block). The warps' partial
 // results are merged at the end; across the blocks of a split range either in a thread-block
 // cluster (compute capability 9+, up to 8 splits: each block's sums in its shared memory, read by
 // the others) or by combine_partials.
@@ -21,7 +22,14 @@
 namespace tessera::cuda {
 namespace {
 
-constexpr int kWarps = 4, kMaxGroup = 8, kVBatch = 8;
+constexpr int kMaxGroup = 8, kVBatch = 8;
+// Warps a block: `wanted`, halved (to 4 at least) while the warps' merge buffer (warps x group
+// x head_dim floats) would pass 32 KB of static shared memory.
+__host__ __device__ constexpr int block_warps(int wanted, int group, int dh) {
+  int w = wanted;
+  while (w > 4 && w * group * dh * 4 > 32768) w /= 2;
+  return w;
+}
 
 // Key splits of the CUDA-core decode attention merge in one thread-block cluster (its blocks read
 // each other's shared memory) where there are 2 to 8 of them (the portable cluster size) on
@@ -32,12 +40,14 @@ inline bool merge_in_cluster(int splits) {
 }
 
 // kDpl: head dims per lane (Dh / 32); L: lanes per key; kGroup: query heads per kv head, at
-// most (4 or 8: the per-head registers are sized by it); kCluster: the splits (gridDim.z) form
-// one cluster and merge there.
-template <class KV, int kDpl, int L, int kGroup, bool kCluster>
-__global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, float* partial) {
+// most (4 or 8: the per-head registers are sized by it); kWanted: warps a block (block_warps);
+// kCluster: the splits (gridDim.z) form one cluster and merge there.
+template <class KV, int kDpl, int L, int kGroup, int kWanted, bool kCluster>
+__global__ void __launch_bounds__(block_warps(kWanted, kGroup, 32 * kDpl) * 32)
+    decode_kernel(AttentionArgs a, float* partial) {
   constexpr int Dh = 32 * kDpl, kKeysPerStep = 32 / L, kPieces = Dh / 8 / L;
-  // Sized for this head_dim (20 KB at 128), so that enough blocks stay resident per SM.
+  constexpr int kWarps = block_warps(kWanted, kGroup, Dh);
+  // Sized for this head_dim (20 KB at 128 with 4 warps), so that enough blocks stay resident per SM.
   __shared__ __align__(16) float qs[kGroup * Dh];
   __shared__ float ws_ml[kWarps][kGroup][2];
   __shared__ float ws_acc[kWarps][kGroup][Dh];
@@ -235,33 +245,34 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(AttentionArgs a, fl
 #endif
 }
 
-template <class KV, int kDpl, int L, int kGroup>
+template <class KV, int kDpl, int L, int kGroup, int kW>
 void launch(const AttentionArgs& a, int splits, bool clustered, float* partial, cudaStream_t s) {
-  const dim3 grid(unsigned(a.num_seqs), unsigned(a.Hkv), unsigned(splits)), block(kWarps * 32);
+  const dim3 grid(unsigned(a.num_seqs), unsigned(a.Hkv), unsigned(splits));
+  const dim3 block(block_warps(kW, kGroup, 32 * kDpl) * 32);
   if constexpr (L == 2) {  // the only clustered form (see launch<KV> below)
     if (clustered) {
-      launch_in_clusters(decode_kernel<KV, kDpl, L, kGroup, true>, grid, dim3(1, 1, unsigned(splits)), block, 0, s,
-                         a, partial);
+      launch_in_clusters(decode_kernel<KV, kDpl, L, kGroup, kW, true>, grid, dim3(1, 1, unsigned(splits)), block, 0,
+                         s, a, partial);
       return;
     }
   }
-  launch_dependent(decode_kernel<KV, kDpl, L, kGroup, false>, grid, block, 0, s, a, partial);
+  launch_dependent(decode_kernel<KV, kDpl, L, kGroup, kW, false>, grid, block, 0, s, a, partial);
 }
 
-template <class KV, int L, int kGroup>
+template <class KV, int L, int kGroup, int kW>
 void launch(const AttentionArgs& a, int splits, bool clustered, float* partial, cudaStream_t s) {
   switch (a.Dh) {
-    case 32: launch<KV, 1, L, kGroup>(a, splits, clustered, partial, s); break;
-    case 64: launch<KV, 2, L, kGroup>(a, splits, clustered, partial, s); break;
-    case 128: launch<KV, 4, L, kGroup>(a, splits, clustered, partial, s); break;
-    default: launch<KV, 8, L, kGroup>(a, splits, clustered, partial, s); break;
+    case 32: launch<KV, 1, L, kGroup, kW>(a, splits, clustered, partial, s); break;
+    case 64: launch<KV, 2, L, kGroup, kW>(a, splits, clustered, partial, s); break;
+    case 128: launch<KV, 4, L, kGroup, kW>(a, splits, clustered, partial, s); break;
+    default: launch<KV, 8, L, kGroup, kW>(a, splits, clustered, partial, s); break;
   }
 }
 
-template <class KV, int L>
+template <class KV, int L, int kW>
 void launch(const AttentionArgs& a, int splits, bool clustered, float* partial, cudaStream_t s) {
-  if (a.H / a.Hkv <= 4) launch<KV, L, 4>(a, splits, clustered, partial, s);
-  else launch<KV, L, kMaxGroup>(a, splits, clustered, partial, s);
+  if (a.H / a.Hkv <= 4) launch<KV, L, 4, kW>(a, splits, clustered, partial, s);
+  else launch<KV, L, kMaxGroup, kW>(a, splits, clustered, partial, s);
 }
 
 // Returns whether the splits merged in a cluster (else combine_partials must).
@@ -270,13 +281,15 @@ bool launch(const AttentionArgs& a, int splits, float* partial, int sm_count, cu
   // Measured on the H200 (8B shapes, contexts 512 and 4096, batches 1 to 256): 2 lanes per key
   // is as fast as 4 on small grids and faster than 1 up to ~16 blocks per SM. Key splits come
   // with small grids (under 8 blocks per SM, attention_splits), so only 2 lanes need a cluster
-  // form.
+  // form. 8 warps a block there against 4 (decode tok/s, batch 1 / 2 / 4): context 600 220.6 /
+  // 378.1 / 801.4 against 212.3 / 365.0 / 786.9, context 4096 205.6 / 329.7 / 645.6 against
+  // 193.8 / 329.7 / 630.9; 4 lanes a key with 8 or 16 warps were slower at batch 2 and 4.
   if (int64_t(a.num_seqs) * a.Hkv * splits < 16 * sm_count) {
     const bool clustered = merge_in_cluster(splits);
-    launch<KV, 2>(a, splits, clustered, partial, s);
+    launch<KV, 2, 8>(a, splits, clustered, partial, s);
     return clustered;
   }
-  launch<KV, 1>(a, splits, false, partial, s);
+  launch<KV, 1, 4>(a, splits, false, partial, s);
   return false;
 }
 
