@@ -405,6 +405,7 @@ class CudaBackend final : public Backend {
     int splits = flash_decode   ? cuda::flash_decode_splits(a, sm_count_)
                  : decode       ? attention_splits(blocks, m.max_context_len, blocks < 2 * sm_count_ ? 64 : 512, 8)
                                 : attention_splits(blocks, m.max_context_len, 128, 2);
+    if (decode) splits = cuda::decode_attention_splits(a, splits, sm_count_);  // 9-16 of them may become 8
     Tensor partial;
     if (splits > 1) partial = empty(DType::F32, {a.T * a.H * splits * (a.Dh + 2)});
     float* part = splits > 1 ? ptr(partial) : nullptr;

@@ -130,6 +130,8 @@ void combine_partials(const float* partial, int64_t rows, int splits, int64_t Dh
 // head_dim 32/64/128/256, at most 8 query heads per kv head. sm_count: the device's
 // multiprocessors (the kernel's layout depends on how many blocks fill them).
 bool decode_attention_applies(const AttentionArgs& a, int max_query_len);
+// The splits it runs for `splits` wanted (fewer where they then merge in a cluster).
+int decode_attention_splits(const AttentionArgs& a, int splits, int sm_count);
 void decode_attention(const AttentionArgs& a, int splits, float* partial, int sm_count, cudaStream_t s);
 
 // The tensor-core kernel (attention_tc.cu): bf16 caches, head_dim 64/128/256, heads per kv
