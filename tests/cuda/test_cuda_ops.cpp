@@ -397,7 +397,8 @@ TEST(CudaOps, Attention) {
       {"decode x16 TC GQA16 Dh64", std::vector<int>(16, 1),
        {3, 40, 77, 114, 151, 188, 225, 262, 299, 336, 373, 410, 447, 484, 521, 900}, 64, 4, 64, 8, 0, 0.0f,
        DType::BF16},
-      // Runs of tiles over the pairs: many one-tile pairs a run, sequences without a new token.
+      // Tensor-core decode over many one-to-three-tile sequences, and with sequences that have no
+      // token this step.
       {"decode x200 TC short", std::vector<int>(200, 1), ragged(200, 1, 150), 8, 2, 64, 16, 0, 0.0f, DType::BF16},
       {"decode x70 TC idle sequences", idle_every(70, 3), ragged(70, 100, 1300), 32, 8, 128, 16, 0, 0.0f,
        DType::BF16},

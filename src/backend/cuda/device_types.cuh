@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <utility>
 
 #include "backend/cuda/kernels.h"
@@ -95,6 +96,9 @@ __device__ __forceinline__ void allow_next() {
 
 // Starts moving the 128-byte line at p into L2 (no register waits on it).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+// Whether p may be read or written 16 bytes at a time (the vector kernels' precondition).
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Whether the current device runs programmatic dependent launches (compute capability 9+).
 inline bool dependent_launch_supported() {

@@ -13,7 +13,6 @@ namespace {
 constexpr int kThreads = 256;
 
 int blocks_for(int64_t n) { return int(std::min<int64_t>((n + kThreads - 1) / kThreads, 65536)); }
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <class T>
 __global__ void embedding_kernel(const T* table, const int32_t* ids, int64_t D, int64_t V, float* out) {

@@ -137,8 +137,6 @@ void dispatch(DType dt, int64_t T, const A&... args) {
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // Whether the GEMV applies to x [T, K] and 16-bit weights of `dt`.
 bool applies(const float* x, DType dt, int64_t T, int64_t K) {
   return T >= 1 && T <= kGemvMaxTokens && K % 8 == 0 && aligned16(x) && (dt == DType::BF16 || dt == DType::F16);

@@ -246,8 +246,6 @@ void launch(const W* x, const StackedParts& g, int64_t T, int64_t K, cudaStream_
   check(cudaLaunchKernelEx(&cfg, skinny_gemm_kernel<W, O>, x, g, int(T), K, N), "skinny gemm launch");
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // The kernels' machine code is for sm_90a, which runs on compute capability 9.0 only.
 bool hopper() {
   static const bool yes = [] {
