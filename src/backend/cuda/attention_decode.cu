@@ -226,27 +226,45 @@ __global__ void __launch_bounds__(block_warps(kWanted, kGroup, 32 * kDpl) * 32)
     // Each head's factor for each split: exp(its max - the common max) / the common sum.
     __shared__ float factor[kGroup][kMaxClusterBlocks];
     if (threadIdx.x < G) {
+      // The splits' maxima and sums read together (a round trip to another block's shared
+      // memory each), the absent ones as empty.
       const int g = threadIdx.x;
+      float ml[kMaxClusterBlocks][2];
+#pragma unroll
+      for (int k = 0; k < kMaxClusterBlocks; ++k) {
+        ml[k][0] = -INFINITY, ml[k][1] = 0.0f;
+        if (k < splits) {
+          const float* remote = cluster.map_shared_rank(&block_ml[g][0], k);
+          ml[k][0] = remote[0], ml[k][1] = remote[1];
+        }
+      }
       float mx = -INFINITY, l = 0.0f;
-      for (int k = 0; k < splits; ++k) mx = fmaxf(mx, cluster.map_shared_rank(&block_ml[g][0], k)[0]);
-      for (int k = 0; k < splits; ++k) {
-        const float* ml = cluster.map_shared_rank(&block_ml[g][0], k);
-        factor[g][k] = ml[0] != -INFINITY ? expf(ml[0] - mx) : 0.0f;
-        l += ml[1] * factor[g][k];
+#pragma unroll
+      for (int k = 0; k < kMaxClusterBlocks; ++k) mx = fmaxf(mx, ml[k][0]);
+#pragma unroll
+      for (int k = 0; k < kMaxClusterBlocks; ++k) {
+        factor[g][k] = ml[k][0] != -INFINITY ? expf(ml[k][0] - mx) : 0.0f;
+        l += ml[k][1] * factor[g][k];
       }
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      for (int k = 0; k < splits; ++k) factor[g][k] *= inv;
+#pragma unroll
+      for (int k = 0; k < kMaxClusterBlocks; ++k) factor[g][k] *= inv;
     }
     __syncthreads();
     const int per = (G * Dh + splits - 1) / splits;
     for (int e = split * per + threadIdx.x; e < min(G * Dh, (split + 1) * per); e += kWarps * 32) {
       const int g = e / Dh, d = e % Dh;
       float o = 0.0f;
-      for (int k = 0; k < splits; ++k)
+#pragma unroll
+      for (int k = 0; k < kMaxClusterBlocks; ++k)
         if (factor[g][k] != 0.0f) o += cluster.map_shared_rank(&block_acc[g][0], k)[d] * factor[g][k];
       a.out[(int64_t(t) * a.H + int64_t(kvh) * G + g) * Dh + d] = o;
     }
-    cluster.sync();  // no block leaves while another still reads its sums
+    // No block leaves while another still reads its sums. The reads are done (their values are
+    // stored above), so this barrier orders no memory: a relaxed arrival skips the GPU-wide fence
+    // that cluster.sync() issues first.
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
   }
 #endif
 }
