@@ -63,20 +63,27 @@ __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
 }
 
 // Keys j0 .. j0 + kKeys - 1 of kv head kvh gathered from the paged cache into a K and a V tile
-// (rows kLd apart) with cp.async, as one commit group; keys past `last` are zero-filled.
+// (rows kLd apart) with cp.async, as one commit group; keys past `last` are zero-filled. A thread
+// moves the same 16-byte piece of every kRowStep-th key: the first key's page is found by one
+// division and the later ones by stepping (dividing per key by the run-time block size made the
+// address arithmetic most of the decode kernel's instructions).
 template <int DH, int kLd>
 __device__ __forceinline__ void load_kv_tile(const AttentionArgs& a, const int32_t* table, int kvh, int j0, int last,
                                              KV* k_tile, KV* v_tile) {
-  constexpr int kChunks = DH / 8;  // 16-byte pieces of a row
+  constexpr int kChunks = DH / 8, kRowStep = kThreads / kChunks;  // 16-byte pieces of a row; keys a pass
+  static_assert(kThreads % kChunks == 0 && kKeys % kRowStep == 0, "whole keys per pass");
   const KV* kc = static_cast<const KV*>(a.k_cache);
   const KV* vc = static_cast<const KV*>(a.v_cache);
-  for (int c = threadIdx.x; c < kKeys * kChunks; c += kThreads) {
-    int kk = c / kChunks, ch = c % kChunks, j = j0 + kk;
-    bool valid = j <= last;
-    int64_t off = 0;
-    if (valid) off = ((int64_t(table[j / a.block_size]) * a.block_size + j % a.block_size) * a.Hkv + kvh) * DH;
-    cp_async16(k_tile + kk * kLd + ch * 8, kc + off + ch * 8, valid);
-    cp_async16(v_tile + kk * kLd + ch * 8, vc + off + ch * 8, valid);
+  const int ch = threadIdx.x % kChunks, bs = a.block_size;
+  const int64_t row = int64_t(a.Hkv) * DH, piece = int64_t(kvh) * DH + ch * 8;
+  int kk = threadIdx.x / kChunks, j = j0 + kk, page = j / bs, in_page = j - page * bs;
+#pragma unroll 4
+  for (; kk < kKeys; kk += kRowStep, j += kRowStep) {
+    const bool valid = j <= last;
+    const int64_t off = valid ? int64_t(table[page] * bs + in_page) * row + piece : 0;
+    cp_async16(k_tile + kk * kLd + ch * 8, kc + off, valid);
+    cp_async16(v_tile + kk * kLd + ch * 8, vc + off, valid);
+    for (in_page += kRowStep; in_page >= bs; in_page -= bs) ++page;
   }
   cp_async_commit();
 }
