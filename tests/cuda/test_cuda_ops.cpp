@@ -402,6 +402,13 @@ TEST(CudaOps, Attention) {
       {"decode x200 TC short", std::vector<int>(200, 1), ragged(200, 1, 150), 8, 2, 64, 16, 0, 0.0f, DType::BF16},
       {"decode x70 TC idle sequences", idle_every(70, 3), ragged(70, 100, 1300), 32, 8, 128, 16, 0, 0.0f,
        DType::BF16},
+      // Tensor-core tile loads over pages that are not a power of two, or smaller than the keys a
+      // pass of the block's threads covers (4 at Dh 256, 8 at 128).
+      {"decode x16 TC block size 12", std::vector<int>(16, 1), ragged(16, 1, 900), 32, 8, 128, 12, 0, 0.0f,
+       DType::BF16},
+      {"decode x32 TC Dh256 block size 3", std::vector<int>(32, 1), ragged(32, 1, 300), 4, 2, 256, 3, 0, 0.0f,
+       DType::BF16},
+      {"prefill 150 block size 12", {150}, {150}, 16, 2, 128, 12, 0, 0.0f, DType::BF16},
   };
   for (const AttnCase& c : cases) run_attention_case(*be, c, rng);
 }
