@@ -409,6 +409,15 @@ TEST(CudaOps, Attention) {
       {"decode x32 TC Dh256 block size 3", std::vector<int>(32, 1), ragged(32, 1, 300), 4, 2, 256, 3, 0, 0.0f,
        DType::BF16},
       {"prefill 150 block size 12", {150}, {150}, 16, 2, 128, 12, 0, 0.0f, DType::BF16},
+      // The register form of the tensor-core decode (head_dim 64 / 128, up to 8 heads a group):
+      // every group size's head columns, window and softcap, pages of 5 keys.
+      {"decode x32 TC GQA8 window 50 softcap 30", std::vector<int>(32, 1), ragged(32, 1, 449), 16, 2, 128, 16, 50,
+       30.0f, DType::BF16},
+      {"decode x64 TC MHA Dh64 block size 5", std::vector<int>(64, 1), ragged(64, 1, 400), 2, 2, 64, 5, 0, 0.0f,
+       DType::BF16},
+      {"decode x40 TC GQA3", idle_every(40, 7), ragged(40, 60, 700), 6, 2, 128, 16, 0, 0.0f, DType::BF16},
+      // ... and the shared-memory form where the register form does not apply (16 heads a group).
+      {"decode x8 TC GQA16 Dh128", std::vector<int>(8, 1), ragged(8, 1, 700), 128, 8, 128, 16, 0, 0.0f, DType::BF16},
   };
   for (const AttnCase& c : cases) run_attention_case(*be, c, rng);
 }

@@ -6,7 +6,10 @@
 // online softmax works on the S accumulators, and P goes from the S accumulator layout straight
 // into the A operand of P·V. K/V tiles of 64 keys are gathered from the paged cache with
 // cp.async into a double buffer, so the next tile's loads overlap this tile's products.
-// Q and P are rounded to bf16 for the products.
+// Q and P are rounded to bf16 for the products. Decode (one token a sequence) has two forms: the
+// group's heads as the rows of one mma tile over shared-memory tiles (any group of up to 16
+// heads, head_dim up to 256), and, for head_dim 64-128 and groups of up to 8, each warp reading
+// its keys straight into registers.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -296,6 +299,37 @@ struct DecodeLayout {
   static constexpr size_t bytes = kv + (4 * tile > merge ? 4 * tile : merge);
 };
 
+// The end of a decode block: its warps' partial results for the group's heads, in shared memory
+// (head r of warp w at merge + (w * rows + r) * (DH + 2): the unnormalised output, then the max
+// and sum in log2 units), merged into the output, or into this key split's partial result.
+template <int DH>
+__device__ __forceinline__ void merge_warps(const AttentionArgs& a, const float* merge, int rows, int t, int kvh,
+                                            int split, float* partial) {
+  const int G = int(a.H / a.Hkv), splits = gridDim.z;
+  auto slot = [&](int w, int r) { return merge + (w * rows + r) * (DH + 2); };
+  for (int e = threadIdx.x; e < G * DH; e += kThreads) {
+    const int r = e / DH, d = e % DH;
+    float mx = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, slot(w, r)[DH]);
+    float sum = 0.0f, acc = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float* p = slot(w, r);
+      if (p[DH] == -INFINITY) continue;  // a warp that saw no keys
+      const float f = fast_exp2(p[DH] - mx);
+      sum += p[DH + 1] * f;
+      acc += p[d] * f;
+    }
+    const int64_t th = int64_t(t) * a.H + kvh * G + r;
+    if (splits == 1) {
+      a.out[th * DH + d] = sum > 0.0f ? acc / sum : 0.0f;
+    } else {
+      float* pp = partial + (th * splits + split) * (DH + 2);
+      pp[d] = acc;
+      if (d == 0) pp[DH] = sum > 0.0f ? mx * kLn2 : -INFINITY, pp[DH + 1] = sum;
+    }
+  }
+}
+
 template <int DH>
 __global__ void __launch_bounds__(kThreads) flash_decode_kernel(AttentionArgs a, float* partial) {
   using L = DecodeLayout<DH>;
@@ -395,27 +429,175 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(AttentionArgs a,
     if (lane % 4 == 0) p[DH] = m[h], p[DH + 1] = l[h];
   }
   __syncthreads();
-  for (int e = tid; e < G * DH; e += kThreads) {
-    const int r = e / DH, d = e % DH;
-    float mx = -INFINITY;
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, slot(w, r)[DH]);
-    float sum = 0.0f, acc = 0.0f;
-    for (int w = 0; w < kWarps; ++w) {
-      const float* p = slot(w, r);
-      if (p[DH] == -INFINITY) continue;  // a warp that saw no keys
-      const float f = fast_exp2(p[DH] - mx);
-      sum += p[DH + 1] * f;
-      acc += p[d] * f;
-    }
-    const int64_t th = int64_t(t) * a.H + kvh * G + r;
-    if (splits == 1) {
-      a.out[th * DH + d] = sum > 0.0f ? acc / sum : 0.0f;
-    } else {
-      float* pp = partial + (th * splits + split) * (DH + 2);
-      pp[d] = acc;
-      if (d == 0) pp[DH] = sum > 0.0f ? mx * kLn2 : -INFINITY, pp[DH + 1] = sum;
-    }
+  merge_warps<DH>(a, merge, 16, t, kvh, split, partial);
+}
+
+// Decode from registers (head_dim 64 or 128, up to 8 query heads per kv head): the blocks and
+// key tiles of flash_decode_kernel, but each warp reads its 16 keys of a tile straight into mma
+// fragments: no shared-memory staging, no barrier until the end. The products are transposed so
+// that the keys, and O's head dims, are the m16 side and the group's heads the n8 side:
+// S^T = K Q^T, O^T += V^T P^T. A dot product does not depend on the order of its terms, so a
+// thread's k slots of S^T are whole 16-byte pieces of its two keys' rows (4 threads a key), and
+// its m slots of O^T 8 consecutive dims (8 threads a V row), whose pairs of keys it packs into A
+// fragments with byte permutes. P goes from the S^T accumulators (a key per thread row) to P^T's
+// B fragments (keys per thread column) through four shuffles.
+template <int DH>
+__global__ void __launch_bounds__(kThreads) flash_decode_reg_kernel(AttentionArgs a, float* partial) {
+  constexpr int kKP = DH / 32;  // 16-byte pieces a thread reads of each of its 2 K rows
+  constexpr int kVP = DH / 64;  // ... of each of its 4 V rows
+  constexpr int kMB = DH / 16;  // k steps of S^T, m blocks of O^T
+  constexpr int kStride = 16 * kWarps;  // keys between a warp's steps
+  __shared__ __align__(16) float merge_smem[kWarps * 8 * (DH + 2)];
+
+  allow_next();
+  // The step's inputs and the keys before this token's were written before the step: read while
+  // the previous kernel (which stores this token's key and value, and q) still runs.
+  const int seq = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
+  const int G = int(a.H / a.Hkv), t = a.seq_starts[seq];
+  if (a.seq_starts[seq + 1] <= t) return;  // no new token: the whole block leaves
+  const int qpos = a.positions[t];
+  const int first = a.sliding_window > 0 ? max(0, qpos - a.sliding_window + 1) : 0;
+  const int last = min(qpos, a.context_lens[seq] - 1);
+  const int tiles = last >= first ? (last - first) / kKeys + 1 : 0, per = (tiles + splits - 1) / splits;
+  const int begin = first + min(tiles, split * per) * kKeys, end = min(last + 1, begin + per * kKeys);
+  const int32_t* table = a.block_tables + int64_t(seq) * a.max_blocks;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  // This thread's first bytes of kv head kvh in cache row 0, and a row's bytes (a slot's
+  // address is one wide multiply-add from them).
+  const char* kc = static_cast<const char*>(a.k_cache) + (int64_t(kvh) * DH + 8 * c) * int64_t(sizeof(KV));
+  const char* vc = static_cast<const char*>(a.v_cache) + (int64_t(kvh) * DH + 8 * g) * int64_t(sizeof(KV));
+  const unsigned row = unsigned(a.Hkv * DH * int64_t(sizeof(KV)));
+  auto at = [row](const char* p, int slot, int offset) {
+    return __ldg(reinterpret_cast<const uint4*>(p + uint64_t(unsigned(slot)) * row + offset));
+  };
+
+  // The cache slot of key base + lane % 16 (of the last key, for those past the end).
+  auto lookup = [&](int base) {
+    const int j = min(base + (lane & 15), end - 1), p = j / a.block_size;
+    return table[p] * a.block_size + (j - p * a.block_size);
+  };
+  // K rows of keys base + g and + g + 8: pieces 4i + c. V rows of keys base + c, + c + 8, + c + 4,
+  // + c + 12 (P^T's k slots 2c, 2c + 1, 2c + 8, 2c + 9): dims 64i + 8g .. + 7.
+  uint4 kf[2][kKP], vf[4][kVP];
+  auto load_k = [&](int slots) {
+    const int s0 = __shfl_sync(0xffffffffu, slots, g), s1 = __shfl_sync(0xffffffffu, slots, g + 8);
+#pragma unroll
+    for (int i = 0; i < kKP; ++i) kf[0][i] = at(kc, s0, 64 * i), kf[1][i] = at(kc, s1, 64 * i);
+  };
+  auto load_v = [&](int slots) {
+    const int s[4] = {__shfl_sync(0xffffffffu, slots, c), __shfl_sync(0xffffffffu, slots, c + 8),
+                      __shfl_sync(0xffffffffu, slots, c + 4), __shfl_sync(0xffffffffu, slots, c + 12)};
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+      for (int i = 0; i < kVP; ++i) vf[u][i] = at(vc, s[u], 128 * i);
+  };
+
+  // The first step's keys before the previous kernel ends, unless they hold this token's.
+  int base = begin + 16 * warp;
+  const bool any = base < end, early = any && min(base + 15, end - 1) < qpos;
+  if (any) {
+    const int slots = lookup(base);
+    if (early) load_k(slots), load_v(slots);
+    wait_for_previous();
+    if (!early) load_k(slots), load_v(slots);
+  } else {
+    wait_for_previous();
   }
+  int next_slots = base + kStride < end ? lookup(base + kStride) : 0;
+
+  // Q^T as B fragments: head g's pieces 4i + c (zero past the group), K's k slots.
+  uint4 qb[kKP];
+#pragma unroll
+  for (int i = 0; i < kKP; ++i) {
+    float f[8] = {};
+    if (g < G) load8(a.q + (int64_t(t) * a.H + kvh * G + g) * DH + (4 * i + c) * 8, f);
+    qb[i] = make_uint4(pack_bf16(f[0], f[1]), pack_bf16(f[2], f[3]), pack_bf16(f[4], f[5]), pack_bf16(f[6], f[7]));
+  }
+
+  // This thread's heads 2c and 2c + 1: running max and sum (log2 units) and O^T columns.
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float o[kMB][4];
+#pragma unroll
+  for (int n = 0; n < kMB; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  const float qk_scale = a.scale * kLog2e;
+
+  for (; base < end; base += kStride) {
+    const bool more = base + kStride < end;
+    const int after = base + 2 * kStride, after_slots = after < end ? lookup(after) : 0;
+
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // keys g, g + 8 (rows) x heads 2c, 2c + 1 (columns)
+#pragma unroll
+    for (int i = 0; i < kKP; ++i) {
+      const uint4 &k0 = kf[0][i], &k1 = kf[1][i];
+      const unsigned ka[4] = {k0.x, k1.x, k0.y, k1.y}, kb[4] = {k0.z, k1.z, k0.w, k1.w};
+      mma(s, ka, qb[i].x, qb[i].y);
+      mma(s, kb, qb[i].z, qb[i].w);
+    }
+    if (more) load_k(next_slots);
+
+    // Online softmax over the step's 16 keys, per head (the 8 lanes of one c share its heads).
+    if (a.softcap > 0.0f) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[e] = a.softcap * tanhf(s[e] * a.scale / a.softcap) * kLog2e;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[e] *= qk_scale;
+    }
+    if (base + 15 >= end) {  // the last step: keys past the end weigh nothing
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[e] = base + g + (e >= 2 ? 8 : 0) < end ? s[e] : -INFINITY;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = fmaxf(s[h], s[h + 2]);
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+      const float m_new = fmaxf(m[h], mx);  // finite: a step's first key is always in range
+      const float corr = fast_exp2(m[h] - m_new);
+      m[h] = m_new;
+      s[h] = fast_exp2(s[h] - m_new), s[h + 2] = fast_exp2(s[h + 2] - m_new);
+      l[h] = l[h] * corr + s[h] + s[h + 2];
+#pragma unroll
+      for (int n = 0; n < kMB; ++n) o[n][h] *= corr, o[n][h + 2] *= corr;
+    }
+    // P^T's B fragments of head g: keys c, c + 8 from lane 4c + g / 2, keys c + 4, c + 12 from
+    // lane 4c + 16 + g / 2 (their S^T rows), the head's parity picking the column.
+    const unsigned p0 = pack_bf16(s[0], s[2]), p1 = pack_bf16(s[1], s[3]);
+    const int src = 4 * c + g / 2;
+    const unsigned x0 = __shfl_sync(0xffffffffu, p0, src), x1 = __shfl_sync(0xffffffffu, p1, src);
+    const unsigned y0 = __shfl_sync(0xffffffffu, p0, src + 16), y1 = __shfl_sync(0xffffffffu, p1, src + 16);
+    const unsigned pb0 = g % 2 ? x1 : x0, pb1 = g % 2 ? y1 : y0;
+#pragma unroll
+    for (int n = 0; n < kMB; ++n) {
+      const int i = n / 4, r = n % 4;  // dims 64i + 8g + 2r (m slot g) and + 1 (m slot g + 8)
+      const unsigned wa = (&vf[0][i].x)[r], wb = (&vf[1][i].x)[r], wc = (&vf[2][i].x)[r], wd = (&vf[3][i].x)[r];
+      const unsigned va[4] = {__byte_perm(wa, wb, 0x5410), __byte_perm(wa, wb, 0x7632), __byte_perm(wc, wd, 0x5410),
+                              __byte_perm(wc, wd, 0x7632)};
+      mma(o[n], va, pb0, pb1);
+    }
+    if (more) load_v(next_slots);
+    next_slots = after_slots;
+  }
+
+  // Each warp's heads (unnormalised output, max and sum in log2 units) into shared memory.
+  float* merge = reinterpret_cast<float*>(merge_smem);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 4);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 8);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 16);
+    const int head = 2 * c + h;
+    if (head >= G) continue;
+    float* p = merge + (warp * 8 + head) * (DH + 2);
+#pragma unroll
+    for (int n = 0; n < kMB; ++n)
+      *reinterpret_cast<float2*>(p + 64 * (n / 4) + 8 * g + 2 * (n % 4)) = make_float2(o[n][h], o[n][h + 2]);
+    if (g == 0) p[DH] = m[h], p[DH + 1] = l[h];
+  }
+  __syncthreads();
+  merge_warps<DH>(a, merge, 8, t, kvh, split, partial);
 }
 
 template <int DH>
@@ -429,17 +611,37 @@ void configure_decode() {
   }
 }
 
+// Whether the register form serves these shapes (head_dim 64 or 128, at most 8 heads a group).
+// Against the shared-memory form on the H200 (8B shapes, bench_cuda decode tok/s, three rounds):
+// batch 32 / 64 / 256 at context 512 5,588-5,649 / 9,362-9,414 / 18,188-18,305 against
+// 5,465-5,533 / 9,191-9,225 / 17,747-17,925, context 4096 batch 64 4,698-4,709 against
+// 4,451-4,477; the kernel at batch 64 executes 7.7 M instructions instead of 14.7 M.
+inline bool decode_in_registers(const AttentionArgs& a) { return a.Dh <= 128 && a.H / a.Hkv <= 8; }
+
 template <int DH>
 void launch_decode(const AttentionArgs& a, int splits, float* partial, cudaStream_t s) {
-  configure_decode<DH>();
   dim3 grid(unsigned(a.num_seqs), unsigned(a.Hkv), unsigned(splits));
+  if constexpr (DH <= 128) {
+    if (decode_in_registers(a)) {
+      launch_dependent(flash_decode_reg_kernel<DH>, grid, dim3(kThreads), 0, s, a, partial);
+      return;
+    }
+  }
+  configure_decode<DH>();
   launch_dependent(flash_decode_kernel<DH>, grid, dim3(kThreads), DecodeLayout<DH>::bytes, s, a, partial);
 }
 
 template <int DH>
-int decode_blocks_per_sm() {
-  configure_decode<DH>();
+int decode_blocks_per_sm(bool in_registers) {
   int n = 0;
+  if constexpr (DH <= 128) {
+    if (in_registers) {
+      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, flash_decode_reg_kernel<DH>, kThreads, 0),
+            "flash decode occupancy");
+      return std::max(n, 1);
+    }
+  }
+  configure_decode<DH>();
   check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, flash_decode_kernel<DH>, kThreads, DecodeLayout<DH>::bytes),
         "flash decode occupancy");
   return std::max(n, 1);
@@ -480,8 +682,11 @@ bool flash_decode_applies(const AttentionArgs& a, int max_query_len, size_t smem
 }
 
 int flash_decode_splits(const AttentionArgs& a, int sm_count) {
-  static const int per_sm[3] = {decode_blocks_per_sm<64>(), decode_blocks_per_sm<128>(), decode_blocks_per_sm<256>()};
-  const int64_t slots = int64_t(sm_count) * per_sm[a.Dh == 64 ? 0 : a.Dh == 128 ? 1 : 2];
+  static const int per_sm[5] = {decode_blocks_per_sm<64>(false), decode_blocks_per_sm<128>(false),
+                                 decode_blocks_per_sm<256>(false), decode_blocks_per_sm<64>(true),
+                                 decode_blocks_per_sm<128>(true)};
+  const int form = decode_in_registers(a) ? (a.Dh == 64 ? 3 : 4) : a.Dh == 64 ? 0 : a.Dh == 128 ? 1 : 2;
+  const int64_t slots = int64_t(sm_count) * per_sm[form];
   const int64_t blocks = int64_t(a.num_seqs) * a.Hkv;
   const int tiles = std::max(1, (a.max_context_len + kKeys - 1) / kKeys);
   // Each wave of blocks takes as long as one block: its tiles plus about one tile's worth of
