@@ -299,6 +299,24 @@ struct DecodeLayout {
   static constexpr size_t bytes = kv + (4 * tile > merge ? 4 * tile : merge);
 };
 
+// A decode block's share of the work: sequence blockIdx.x's new token t (at position qpos), its
+// keys [first, last] cut into tiles of kKeys, and the tiles [tile_begin, tile_end) of key split
+// blockIdx.z. False for a sequence with no new token this step.
+struct DecodeWork {
+  int t, qpos, first, last, tile_begin, tile_end;
+};
+__device__ __forceinline__ bool decode_work(const AttentionArgs& a, DecodeWork& w) {
+  const int seq = blockIdx.x, splits = gridDim.z;
+  w.t = a.seq_starts[seq];
+  if (a.seq_starts[seq + 1] <= w.t) return false;
+  w.qpos = a.positions[w.t];
+  w.first = a.sliding_window > 0 ? max(0, w.qpos - a.sliding_window + 1) : 0;
+  w.last = min(w.qpos, a.context_lens[seq] - 1);
+  const int tiles = w.last >= w.first ? (w.last - w.first) / kKeys + 1 : 0, per = (tiles + splits - 1) / splits;
+  w.tile_begin = int(blockIdx.z) * per, w.tile_end = min(tiles, w.tile_begin + per);
+  return true;
+}
+
 // The end of a decode block: its warps' partial results for the group's heads, in shared memory
 // (head r of warp w at merge + (w * rows + r) * (DH + 2): the unnormalised output, then the max
 // and sum in log2 units), merged into the output, or into this key split's partial result.
@@ -342,14 +360,11 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(AttentionArgs a,
   allow_next();
   // The step's inputs and the keys before this token's were written before the step: read while
   // the previous kernel (which stores this token's key and value, and q) still runs.
-  const int seq = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
-  const int G = int(a.H / a.Hkv), t = a.seq_starts[seq];
-  if (a.seq_starts[seq + 1] <= t) return;  // no new token: the whole block leaves
-  const int qpos = a.positions[t];
-  const int first = a.sliding_window > 0 ? max(0, qpos - a.sliding_window + 1) : 0;
-  const int last = min(qpos, a.context_lens[seq] - 1);
-  const int tiles = last >= first ? (last - first) / kKeys + 1 : 0, per = (tiles + splits - 1) / splits;
-  const int tile_begin = split * per, tile_end = min(tiles, tile_begin + per);
+  DecodeWork w;
+  if (!decode_work(a, w)) return;  // no new token: the whole block leaves
+  const int seq = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, G = int(a.H / a.Hkv);
+  const int t = w.t, qpos = w.qpos, first = w.first, last = w.last;
+  const int tile_begin = w.tile_begin, tile_end = w.tile_end;
   const int32_t* table = a.block_tables + int64_t(seq) * a.max_blocks;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
@@ -452,14 +467,11 @@ __global__ void __launch_bounds__(kThreads) flash_decode_reg_kernel(AttentionArg
   allow_next();
   // The step's inputs and the keys before this token's were written before the step: read while
   // the previous kernel (which stores this token's key and value, and q) still runs.
-  const int seq = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
-  const int G = int(a.H / a.Hkv), t = a.seq_starts[seq];
-  if (a.seq_starts[seq + 1] <= t) return;  // no new token: the whole block leaves
-  const int qpos = a.positions[t];
-  const int first = a.sliding_window > 0 ? max(0, qpos - a.sliding_window + 1) : 0;
-  const int last = min(qpos, a.context_lens[seq] - 1);
-  const int tiles = last >= first ? (last - first) / kKeys + 1 : 0, per = (tiles + splits - 1) / splits;
-  const int begin = first + min(tiles, split * per) * kKeys, end = min(last + 1, begin + per * kKeys);
+  DecodeWork w;
+  if (!decode_work(a, w)) return;  // no new token: the whole block leaves
+  const int seq = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, G = int(a.H / a.Hkv);
+  const int t = w.t, qpos = w.qpos, first = w.first, last = w.last;
+  const int begin = first + w.tile_begin * kKeys, end = min(last + 1, first + w.tile_end * kKeys);
   const int32_t* table = a.block_tables + int64_t(seq) * a.max_blocks;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   // This thread's first bytes of kv head kvh in cache row 0, and a row's bytes (a slot's
