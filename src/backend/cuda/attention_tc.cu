@@ -86,14 +86,7 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(AttentionArgs a, int q_
   const bool warp_active = r0 < rows;
 
   for (int tile = tile_begin; tile < tile_end; ++tile) {
-    const int buf = (tile - tile_begin) & 1;
-    if (tile + 1 < tile_end) {
-      load_tile(tile + 1, buf ^ 1);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();  // this tile (and, the first time, Q) is in shared memory for every warp
+    const int buf = tile_ready(tile, tile_begin, tile_end, load_tile);  // (and, the first time, Q)
     if (warp_active) {
       const KV* k_tile = sk(buf);
       const KV* v_tile = sv(buf);

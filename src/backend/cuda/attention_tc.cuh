@@ -70,6 +70,21 @@ __device__ __forceinline__ void load_kv_tile(const AttentionArgs& a, const int32
   cp_async_commit();
 }
 
+// The top of a double-buffered tile loop: starts the next tile's copies (if any) into the other
+// buffer, waits for this tile's and makes them visible to the block; returns this tile's buffer.
+template <class Load>
+__device__ __forceinline__ int tile_ready(int tile, int tile_begin, int tile_end, Load load_tile) {
+  const int buf = (tile - tile_begin) & 1;
+  if (tile + 1 < tile_end) {
+    load_tile(tile + 1, buf ^ 1);
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+  return buf;
+}
+
 // One tile's online-softmax step for this thread's two rows (h = 0, 1), whose S accumulators
 // s[n] cover keys j0 + 8n + {0, 1}: scores scaled (or capped) into log2 units, keys outside a
 // row's [first, last] masked, the running max m, sum l and output o updated, and P = exp2(S -

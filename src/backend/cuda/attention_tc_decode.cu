@@ -131,14 +131,7 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(AttentionArgs a,
   const int key_first[2] = {first, first}, key_last[2] = {last, last};  // one token: every row's range
 
   for (int tile = tile_begin; tile < tile_end; ++tile) {
-    const int buf = (tile - tile_begin) & 1;
-    if (tile + 1 < tile_end) {
-      load_tile(tile + 1, buf ^ 1);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+    const int buf = tile_ready(tile, tile_begin, tile_end, load_tile);
     const KV* k_tile = sk(buf);
     const KV* v_tile = sv(buf);
     float s[2][4] = {};
