@@ -397,11 +397,12 @@ bool flash_decode_applies(const AttentionArgs& a, int max_query_len, size_t smem
 }
 
 int flash_decode_splits(const AttentionArgs& a, int sm_count) {
-  static const int per_sm[5] = {decode_blocks_per_sm<64>(false), decode_blocks_per_sm<128>(false),
-                                 decode_blocks_per_sm<256>(false), decode_blocks_per_sm<64>(true),
-                                 decode_blocks_per_sm<128>(true)};
-  const int form = decode_in_registers(a) ? (a.Dh == 64 ? 3 : 4) : a.Dh == 64 ? 0 : a.Dh == 128 ? 1 : 2;
-  const int64_t slots = int64_t(sm_count) * per_sm[form];
+  // Blocks an SM, by form (shared-memory, registers) and head_dim (64, 128, 256).
+  static const int per_sm[2][3] = {
+      {decode_blocks_per_sm<64>(false), decode_blocks_per_sm<128>(false), decode_blocks_per_sm<256>(false)},
+      {decode_blocks_per_sm<64>(true), decode_blocks_per_sm<128>(true), 0}};
+  const int64_t slots =
+      int64_t(sm_count) * per_sm[decode_in_registers(a) ? 1 : 0][a.Dh == 64 ? 0 : a.Dh == 128 ? 1 : 2];
   const int64_t blocks = int64_t(a.num_seqs) * a.Hkv;
   const int tiles = std::max(1, (a.max_context_len + kKeys - 1) / kKeys);
   // Each wave of blocks takes as long as one block: its tiles plus about one tile's worth of
