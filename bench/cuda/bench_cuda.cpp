@@ -190,7 +190,7 @@ Tensor forward(Backend& be, Model& M, const StepInputs& in) {
   Tensor x = be.empty(DType::F32, {T, H}), h = be.empty(act, {T, H}), d = be.empty(DType::F32, {T, H});
   Tensor normed = be.empty(DType::F32, {T, H});
   Tensor q = be.empty(DType::F32, {T, nq, Dh}), k = be.empty(DType::F32, {T, nkv, Dh});
-  Tensor v = be.empty(DType::F32, {T, nkv, Dh}), attn = be.empty(DType::F32, {T, nq, Dh});
+  Tensor v = be.empty(DType::F32, {T, nkv, Dh}), attn = be.empty(act, {T, nq, Dh});
   Tensor gate = be.empty(act, {T, m.intermediate}), up = be.empty(act, {T, m.intermediate});
   Tensor q2 = q.reshape({T, nq * Dh}), k2 = k.reshape({T, nkv * Dh}), v2 = v.reshape({T, nkv * Dh});
   Tensor attn2 = attn.reshape({T, nq * Dh});
@@ -199,8 +199,8 @@ Tensor forward(Backend& be, Model& M, const StepInputs& in) {
   be.rms_norm(x, M.layers[0].in_norm, 1e-5f, 0.0f, h);
   for (int l = 0; l < m.layers; ++l) {
     Layer& L = M.layers[size_t(l)];
-    be.linear_group(h, {{L.q, none, q2}, {L.k, none, k2}, {L.v, none, v2}});
-    be.rope_store_kv(q, k, v, in.meta.positions, rope, in.slots, M.k_cache[size_t(l)], M.v_cache[size_t(l)]);
+    be.linear_rope_store_kv(h, {L.q, none, q2}, {L.k, none, k2}, {L.v, none, v2}, in.meta.positions, rope, in.slots,
+                            M.k_cache[size_t(l)], M.v_cache[size_t(l)]);
     be.attention(q, M.k_cache[size_t(l)], M.v_cache[size_t(l)], in.meta, {1.0f / std::sqrt(float(Dh)), 0, 0.0f},
                  attn);
     be.linear(attn2, L.o, none, d);
@@ -300,7 +300,7 @@ void op_breakdown(Backend& be, Model& M, int seqs, int new_tokens, int context) 
   Tensor x = random_activations(be, {T, H}), h = random_activations(be, {T, H}, act);
   Tensor d = random_activations(be, {T, H});
   Tensor q = random_activations(be, {T, nq, Dh}), k = random_activations(be, {T, nkv, Dh});
-  Tensor v = random_activations(be, {T, nkv, Dh}), attn = be.empty(DType::F32, {T, nq, Dh});
+  Tensor v = random_activations(be, {T, nkv, Dh}), attn = be.empty(act, {T, nq, Dh});
   Tensor big = random_activations(be, {T, I}, act), big2 = be.empty(act, {T, I});
   Tensor logits = be.empty(DType::F32, {seqs, m.vocab}), last = random_activations(be, {seqs, H});
   Layer& L = M.layers[0];
@@ -320,16 +320,23 @@ void op_breakdown(Backend& be, Model& M, int seqs, int new_tokens, int context) 
   auto lin = [&](const char* name, const Tensor& in_x, const Tensor& w, Tensor out, bool per_layer = true) {
     product(name, in_x, double(w.nbytes()), [&] { be.linear(in_x, w, none, out); }, per_layer);
   };
-  auto op = [&](const char* name, auto&& f) {
+  auto op = [&](const char* name, auto&& f, bool per_layer = true) {
     double s = op_seconds(be, reps, f);
     std::printf("  %-26s %10.1f\n", name, s * 1e6);
-    layer_us += s * 1e6;
+    if (per_layer) layer_us += s * 1e6;
   };
   Tensor q2 = q.reshape({T, nq * Dh}), k2 = k.reshape({T, nkv * Dh}), v2 = v.reshape({T, nkv * Dh});
-  product("linear qkv 6144x4096", h, double(L.q.nbytes() + L.k.nbytes() + L.v.nbytes()),
-          [&] { be.linear_group(h, {{L.q, none, q2}, {L.k, none, k2}, {L.v, none, v2}}); });
+  // The layer's first op, then its two halves apart (not counted in the layer's sum).
+  const double qkv_bytes = double(L.q.nbytes() + L.k.nbytes() + L.v.nbytes());
   RopeParams rope{M.inv_freq, 1.0f, int(Dh)};
-  op("rope q, k + store_kv", [&] { be.rope_store_kv(q, k, v, in.meta.positions, rope, in.slots, M.k_cache[0], M.v_cache[0]); });
+  product("qkv + rope + store_kv", h, qkv_bytes, [&] {
+    be.linear_rope_store_kv(h, {L.q, none, q2}, {L.k, none, k2}, {L.v, none, v2}, in.meta.positions, rope, in.slots,
+                            M.k_cache[0], M.v_cache[0]);
+  });
+  product("  linear qkv 6144x4096", h, qkv_bytes,
+          [&] { be.linear_group(h, {{L.q, none, q2}, {L.k, none, k2}, {L.v, none, v2}}); }, false);
+  op("  rope q, k + store_kv",
+     [&] { be.rope_store_kv(q, k, v, in.meta.positions, rope, in.slots, M.k_cache[0], M.v_cache[0]); }, false);
   double kv_bytes = double(seqs) * context * m.kv_bytes_per_token() / m.layers;
   {
     double s = op_seconds(be, reps, [&] {

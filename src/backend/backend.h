@@ -181,8 +181,21 @@ class Backend {
     rope(k, positions, p);
     store_kv(k, v, slots, k_cache, v_cache);
   }
-  // Causal attention of q [T, H, Dh] over each sequence's paged cache; out [T, H, Dh].
-  // H must be a multiple of the cache's Hkv (grouped-query attention).
+  // A layer's attention inputs in one call: q, k, v = x · weightᵀ (+ bias) of the three parts,
+  // then rope_store_kv() of them as [T, heads, Dh] (Dh: the caches'). q.out [T, H * Dh] gets the
+  // rotated queries; k.out and v.out are scratch: the default runs linear_group() into them, a
+  // backend may leave them unwritten (the caches hold the new k and v).
+  virtual void linear_rope_store_kv(const Tensor& x, const LinearPart& q, const LinearPart& k, const LinearPart& v,
+                                    const Tensor& positions, const RopeParams& p, const Tensor& slots,
+                                    Tensor& k_cache, Tensor& v_cache) {
+    linear_group(x, {q, k, v});
+    const int64_t Dh = k_cache.dim(-1), T = q.out.dim(0);
+    Tensor q3 = q.out.reshape({T, q.weight.dim(0) / Dh, Dh}), k3 = k.out.reshape({T, k.weight.dim(0) / Dh, Dh});
+    rope_store_kv(q3, k3, v.out.reshape(k3.shape()), positions, p, slots, k_cache, v_cache);
+  }
+  // Causal attention of q [T, H, Dh] over each sequence's paged cache; out [T, H, Dh] in f32 or
+  // the 16-bit format of the product it feeds (linear_input_dtype). H must be a multiple of the
+  // cache's Hkv (grouped-query attention).
   virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                          const AttentionMeta& meta, const AttentionParams& p, Tensor& out) = 0;
   // out = silu(gate) * up, all [T, F]

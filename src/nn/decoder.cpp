@@ -85,13 +85,13 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
   const int64_t nq = opts_.num_heads, nkv = opts_.num_kv_heads, I = opts_.intermediate_size;
   const RopeParams& rope = rope_.params(fb.max_position);
 
-  // Tensors that only feed products (h, gate, up) in the backend's preferred input dtype.
+  // Tensors that only feed products (h, attn, gate, up) in the backend's preferred input dtype.
   const DType act = layers_.empty() ? DType::F32 : be_.linear_input_dtype(layers_[0].down_proj.weight.dtype(), T);
   // x: [T, H] residual stream (f32); h: normed input of a sublayer; d: a sublayer's output
   Tensor x = be_.empty(DType::F32, {T, H}), h = be_.empty(act, {T, H});
   Tensor d = act == DType::F32 ? h : be_.empty(DType::F32, {T, H});
   Tensor q = be_.empty(DType::F32, {T, nq, Dh}), k = be_.empty(DType::F32, {T, nkv, Dh});
-  Tensor v = be_.empty(DType::F32, {T, nkv, Dh}), attn = be_.empty(DType::F32, {T, nq, Dh});
+  Tensor v = be_.empty(DType::F32, {T, nkv, Dh}), attn = be_.empty(act, {T, nq, Dh});
   Tensor gate = be_.empty(act, {T, I}), up = be_.empty(act, {T, I});
   Tensor q2 = q.reshape({T, nq * Dh}), k2 = k.reshape({T, nkv * Dh}), v2 = v.reshape({T, nkv * Dh});
   Tensor attn2 = attn.reshape({T, nq * Dh});
@@ -104,14 +104,16 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
   be_.rms_norm(x, layers_.empty() ? norm : layers_[0].input_layernorm, opts_.rms_norm_eps, 0.0f, h);
   for (int l = 0; l < opts_.num_layers; ++l) {
     Layer& L = layers_[l];
-    be_.linear_group(h, {{L.q_proj.weight, L.q_proj.bias, q2},
-                         {L.k_proj.weight, L.k_proj.bias, k2},
-                         {L.v_proj.weight, L.v_proj.bias, v2}});
-    if (opts_.qk_norm) {
+    const LinearPart qp{L.q_proj.weight, L.q_proj.bias, q2}, kp{L.k_proj.weight, L.k_proj.bias, k2},
+        vp{L.v_proj.weight, L.v_proj.bias, v2};
+    if (opts_.qk_norm) {  // q and k normalised per head between the product and rope
+      be_.linear_group(h, {qp, kp, vp});
       be_.rms_norm(q, L.q_norm, opts_.rms_norm_eps, 0.0f, q);
       be_.rms_norm(k, L.k_norm, opts_.rms_norm_eps, 0.0f, k);
+      be_.rope_store_kv(q, k, v, fb.attn.positions, rope, fb.slot_mapping, cache.k[l], cache.v[l]);
+    } else {
+      be_.linear_rope_store_kv(h, qp, kp, vp, fb.attn.positions, rope, fb.slot_mapping, cache.k[l], cache.v[l]);
     }
-    be_.rope_store_kv(q, k, v, fb.attn.positions, rope, fb.slot_mapping, cache.k[l], cache.v[l]);
     AttentionParams ap{1.0f / std::sqrt(float(Dh)), opts_.sliding_window[l], 0.0f};
     be_.attention(q, cache.k[l], cache.v[l], fb.attn, ap, attn);
     linear(attn2, L.o_proj, d);

@@ -127,7 +127,8 @@ struct AttnShape {
   float softcap = 0;
 };
 
-OpCase attention_case(const AttnShape& s, DType cache, uint64_t seed) {
+// out_dt: f32, or the 16-bit format of the o product the output feeds.
+OpCase attention_case(const AttnShape& s, DType cache, uint64_t seed, DType out_dt = DType::F32) {
   Rng rng(seed);
   int S = int(s.q_lens.size()), T = std::accumulate(s.q_lens.begin(), s.q_lens.end(), 0);
   int max_blocks = 0, used_blocks = 0, max_q = 0, max_ctx = 0;
@@ -160,15 +161,15 @@ OpCase attention_case(const AttnShape& s, DType cache, uint64_t seed) {
                      std::to_string(max_ctx) + " H=" + std::to_string(s.H) + " Hkv=" + std::to_string(s.Hkv) +
                      " Dh=" + std::to_string(s.Dh) + " bs=" + std::to_string(s.block_size) +
                      (s.window ? " window=" + std::to_string(s.window) : "") +
-                     (s.softcap > 0 ? " softcap" : "");
-  return {name, "attention", cache, kReduction, [=](Backend& be) {
+                     (s.softcap > 0 ? " softcap" : "") + (out_dt != DType::F32 ? " out " + dname(out_dt) : "");
+  return {name, "attention", cache, out_dt == DType::F32 ? kReduction : rounded16(out_dt), [=](Backend& be) {
             AttentionMeta m{.seq_starts = upload(be, t_starts), .context_lens = upload(be, t_ctx),
                             .block_tables = upload(be, t_tables), .positions = upload(be, t_pos),
                             .num_seqs = S, .max_blocks = max_blocks, .block_size = s.block_size,
                             .max_query_len = max_q, .max_context_len = max_ctx};
-            Tensor out = poisoned(be, {T, s.H, s.Dh});
+            Tensor out = poisoned(be, {T, s.H, s.Dh}, out_dt);
             be.attention(upload(be, q), upload(be, kc), upload(be, vc), m, p, out);
-            return Outputs{download(be, out)};
+            return Outputs{widened(be, out)};
           }};
 }
 
@@ -274,6 +275,51 @@ OpCase rope_store_kv_case(DType cache, int T, int H, int Hkv, int Dh, int rotary
             be.rope_store_kv(qd, kd, upload(be, v), upload(be, t_pos), RopeParams{upload(be, inv_freq), 1.0f, rotary_dim},
                              upload(be, t_slots), kcd, vcd);
             return Outputs{download(be, qd), download(be, kd), widened(be, kcd), widened(be, vcd)};
+          }};
+}
+
+// A layer's attention inputs from x [T, K] (f32 or the weights' dtype): the q/k/v products, rope
+// and the cache stores. Weights uploaded as one stacked group or apart; a bias on each part or
+// none; one padding token (slot -1). The caches start random, as in rope_store_kv_case.
+OpCase linear_rope_store_kv_case(DType dt, DType x_dt, int T, int K, int H, int Hkv, int Dh, int rotary_dim,
+                                 bool stacked, bool bias, uint64_t seed) {
+  Rng rng(seed);
+  const DType cache = dt == DType::F32 ? DType::F32 : DType::BF16;
+  const int rows = T + 9;
+  Tensor x = random_tensor(x_dt, {T, K}, rng);
+  std::vector<Tensor> w, b;
+  for (int n : {H * Dh, Hkv * Dh, Hkv * Dh}) {
+    w.push_back(random_tensor(dt, {n, K}, rng, 1.0f / std::sqrt(float(K))));
+    b.push_back(bias ? random_tensor(dt, {n}, rng) : Tensor());
+  }
+  Tensor kc = random_tensor(cache, {rows, Hkv, Dh}, rng), vc = random_tensor(cache, {rows, Hkv, Dh}, rng);
+  std::vector<int32_t> pos(T), slots(rows);
+  for (auto& p : pos) p = rng.uniform(0, 9000);
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), rng.gen);
+  slots.resize(T);
+  if (T > 1) slots[T / 2] = -1;
+  Tensor t_pos = i32_tensor(pos), t_slots = i32_tensor(slots);
+  Tensor inv_freq = Tensor::empty(DType::F32, {rotary_dim / 2});
+  for (int i = 0; i < rotary_dim / 2; ++i) inv_freq.data<float>()[i] = std::pow(500000.0f, -2.0f * i / rotary_dim);
+  std::string name = "linear_rope_store_kv " + dname(dt) + " x " + dname(x_dt) + " T=" + std::to_string(T) +
+                     " K=" + std::to_string(K) + " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv) +
+                     " Dh=" + std::to_string(Dh) + " rotary=" + std::to_string(rotary_dim) +
+                     (stacked ? " stacked" : " apart") + (bias ? " bias" : "");
+  return {name, "linear_rope_store_kv", dt, dt == DType::F32 ? kReduction : rounded16(cache), [=](Backend& be) {
+            std::vector<Tensor> wd;
+            if (stacked) wd = be.upload_group(w);
+            else for (const Tensor& m : w) wd.push_back(upload(be, m));
+            std::vector<Tensor> bd, outs;
+            for (int i = 0; i < 3; ++i) {
+              bd.push_back(bias ? upload(be, b[size_t(i)]) : Tensor());
+              outs.push_back(poisoned(be, {T, wd[size_t(i)].dim(0)}));
+            }
+            Tensor kcd = upload(be, kc), vcd = upload(be, vc);
+            be.linear_rope_store_kv(upload(be, x), {wd[0], bd[0], outs[0]}, {wd[1], bd[1], outs[1]},
+                                    {wd[2], bd[2], outs[2]}, upload(be, t_pos),
+                                    RopeParams{upload(be, inv_freq), 1.0f, rotary_dim}, upload(be, t_slots), kcd, vcd);
+            return Outputs{download(be, outs[0]), widened(be, kcd), widened(be, vcd)};
           }};
 }
 
@@ -526,6 +572,9 @@ std::vector<OpCase> op_cases(const std::string& op) {
     };
     for (DType cache : kFloatTypes)
       for (const auto& s : shapes) cases.push_back(attention_case(s, cache, seed++));
+    // Outputs in the 16-bit format of the product they feed: decode, prefill, split keys.
+    for (DType out : {DType::BF16, DType::F16})
+      for (const auto& s : {shapes[1], shapes[3], shapes[7]}) cases.push_back(attention_case(s, DType::BF16, seed++, out));
   } else if (op == "rms_norm") {
     for (DType dt : kFloatTypes)
       for (int D : {8, 67, 2048, 3000})
@@ -557,6 +606,19 @@ std::vector<OpCase> op_cases(const std::string& op) {
       cases.push_back(rope_store_kv_case(cache, 1, 32, 8, 128, 128, seed++));  // decode, 8B heads
       cases.push_back(rope_store_kv_case(cache, 7, 8, 2, 64, 32, seed++));     // partial rotary
       cases.push_back(rope_store_kv_case(cache, 40, 4, 4, 80, 80, seed++));
+    }
+  } else if (op == "linear_rope_store_kv") {
+    // T 1-2: the GPU's GEMV; 9: its skinny product; 40 and 600: one product over stacked rows
+    // read in place by the rope kernel (bf16/f16, stacked, no bias), else the group then rope.
+    for (DType dt : kFloatTypes)
+      for (int T : {1, 9, 40, 600})
+        for (bool stacked : {true, false}) {
+          const DType x_dt = T > 2 && T % 2 == 0 ? dt : DType::F32;
+          cases.push_back(linear_rope_store_kv_case(dt, x_dt, T, 256, 8, 2, 64, 64, stacked, false, seed++));
+        }
+    for (DType dt : kFloatTypes) {
+      cases.push_back(linear_rope_store_kv_case(dt, DType::F32, 40, 128, 6, 3, 32, 16, true, false, seed++));
+      cases.push_back(linear_rope_store_kv_case(dt, dt, 40, 128, 4, 2, 64, 64, true, true, seed++));
     }
   } else if (op == "embedding") {
     for (DType dt : kFloatTypes) {
@@ -623,7 +685,7 @@ std::vector<OpCase> op_cases(const std::string& op) {
 const std::vector<std::string>& op_names() {
   static const std::vector<std::string> names = {
       "embedding",     "rms_norm",    "add_rms_norm", "linear",          "rope", "store_kv",
-      "rope_store_kv", "attention",   "silu_mul",     "linear_silu_mul", "add",  "gather_rows",
+      "rope_store_kv", "linear_rope_store_kv", "attention", "silu_mul", "linear_silu_mul", "add", "gather_rows",
       "argmax_rows",   "sample_rows", "edit_logits",  "logprobs"};
   return names;
 }

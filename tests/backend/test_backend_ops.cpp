@@ -32,7 +32,7 @@ struct BackendUnderTest {
 // products (bf16: 8 bits of mantissa, f16: 11), and uses the GPU's exp/sin/cos. With a bf16
 // cache its tensor-core attention rounds q and the softmax weights to bf16 for its two products.
 double cuda_limit(const OpCase& c) {
-  if (c.op == "linear" || c.op == "linear_silu_mul")
+  if (c.op == "linear" || c.op == "linear_silu_mul" || c.op == "linear_rope_store_kv")
     return c.dtype == DType::BF16 ? 1e-4 : c.dtype == DType::F16 ? 1e-5 : 1e-9;
   if (c.op == "attention" && c.dtype == DType::BF16) return 1e-4;
   if (c.op == "rope") return 1e-10;

@@ -89,8 +89,10 @@ class CpuBackend final : public Backend {
   }
   void attention(const Tensor& q, const Tensor& kc, const Tensor& vc, const AttentionMeta& m,
                  const AttentionParams& p, Tensor& out) override {
-    if (reference_) cpu::ref::attention(q, kc, vc, m, p, out);
-    else cpu::fast::attention(*pool_, q, kc, vc, m, p, out);
+    into(out, [&](Tensor& o) {
+      if (reference_) cpu::ref::attention(q, kc, vc, m, p, o);
+      else cpu::fast::attention(*pool_, q, kc, vc, m, p, o);
+    });
   }
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
     const Tensor gf = widened(gate), uf = widened(up);

@@ -95,12 +95,12 @@ __global__ void attention_kernel(AttentionArgs a, float* partial) {
   }
 
   if (splits == 1) {
-    float* o = a.out + (int64_t(t) * a.H + h) * Dh;
+    const int64_t o = (int64_t(t) * a.H + h) * Dh;
     float inv = l > 0.0f ? 1.0f / l : 0.0f;
 #pragma unroll
     for (int i = 0; i < kDims; ++i) {
       int d = lane + 32 * i;
-      if (d < Dh) o[d] = acc[i] * inv;
+      if (d < Dh) store_as(a.out, a.out_dtype, o + d, acc[i] * inv);
     }
   } else {
     float* p = partial + ((int64_t(t) * a.H + h) * splits + split) * (Dh + 2);
@@ -114,7 +114,7 @@ __global__ void attention_kernel(AttentionArgs a, float* partial) {
 }
 
 // One block per (token, head): rescales each split's partial sums to the common maximum.
-__global__ void combine_kernel(const float* partial, int splits, int64_t Dh, float* out) {
+__global__ void combine_kernel(const float* partial, int splits, int64_t Dh, void* out, DType out_dtype) {
   allow_next();
   wait_for_previous();
   const float* p = partial + int64_t(blockIdx.x) * splits * (Dh + 2);
@@ -132,7 +132,7 @@ __global__ void combine_kernel(const float* partial, int splits, int64_t Dh, flo
       float mk = p[k * (Dh + 2) + Dh];
       if (mk != -INFINITY) acc += p[k * (Dh + 2) + d] * expf(mk - mx);
     }
-    out[int64_t(blockIdx.x) * Dh + d] = acc * inv;
+    store_as(out, out_dtype, int64_t(blockIdx.x) * Dh + d, acc * inv);
   }
 }
 
@@ -160,11 +160,12 @@ void attention(const AttentionArgs& a, int splits, float* partial, cudaStream_t 
     default: throw Error("attention: unsupported KV cache dtype " + std::string(dtype_name(a.cache_dtype)));
   }
   check_launch("attention");
-  if (splits > 1) combine_partials(partial, a.T * a.H, splits, a.Dh, a.out, s);
+  if (splits > 1) combine_partials(partial, a.T * a.H, splits, a.Dh, a.out, a.out_dtype, s);
 }
 
-void combine_partials(const float* partial, int64_t rows, int splits, int64_t Dh, float* out, cudaStream_t s) {
-  launch_dependent(combine_kernel, dim3(unsigned(rows)), dim3(128), 0, s, partial, splits, Dh, out);
+void combine_partials(const float* partial, int64_t rows, int splits, int64_t Dh, void* out, DType out_dtype,
+                      cudaStream_t s) {
+  launch_dependent(combine_kernel, dim3(unsigned(rows)), dim3(128), 0, s, partial, splits, Dh, out, out_dtype);
   check_launch("attention combine");
 }
 

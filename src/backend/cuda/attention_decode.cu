@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(block_warps(kWanted, kGroup, 32 * kDpl) * 32)
       block_acc[g][d] = o;
       if (d == 0) block_ml[g][0] = mx, block_ml[g][1] = sum;
     } else if (splits == 1) {
-      a.out[th * Dh + d] = sum > 0.0f ? o / sum : 0.0f;
+      store_as(a.out, a.out_dtype, th * Dh + d, sum > 0.0f ? o / sum : 0.0f);
     } else {
       float* pp = partial + (th * splits + split) * (Dh + 2);
       pp[d] = o;
@@ -258,7 +258,7 @@ __global__ void __launch_bounds__(block_warps(kWanted, kGroup, 32 * kDpl) * 32)
 #pragma unroll
       for (int k = 0; k < kMaxClusterBlocks; ++k)
         if (factor[g][k] != 0.0f) o += cluster.map_shared_rank(&block_acc[g][0], k)[d] * factor[g][k];
-      a.out[(int64_t(t) * a.H + int64_t(kvh) * G + g) * Dh + d] = o;
+      store_as(a.out, a.out_dtype, (int64_t(t) * a.H + int64_t(kvh) * G + g) * Dh + d, o);
     }
     // No block leaves while another still reads its sums. The reads are done (their values are
     // stored above), so this barrier orders no memory: a relaxed arrival skips the GPU-wide fence
@@ -339,7 +339,7 @@ void decode_attention(const AttentionArgs& a, int splits, float* partial, int sm
   const bool clustered = a.cache_dtype == DType::F32 ? launch<float>(a, splits, partial, sm_count, s)
                                                      : launch<__nv_bfloat16>(a, splits, partial, sm_count, s);
   check_launch("decode attention");
-  if (splits > 1 && !clustered) combine_partials(partial, a.T * a.H, splits, a.Dh, a.out, s);
+  if (splits > 1 && !clustered) combine_partials(partial, a.T * a.H, splits, a.Dh, a.out, a.out_dtype, s);
 }
 
 }  // namespace tessera::cuda

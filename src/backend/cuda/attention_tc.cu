@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(AttentionArgs a, int q_
       const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
 #pragma unroll
       for (int n = 0; n < DH / 8; ++n)
-        *reinterpret_cast<float2*>(a.out + th * DH + 8 * n + c) = make_float2(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
+        store2_as(a.out, a.out_dtype, th * DH + 8 * n + c, o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
     } else {
       float* p = partial + (th * splits + split) * (DH + 2);
 #pragma unroll
@@ -182,7 +182,7 @@ void flash_attention(const AttentionArgs& a, int q_tiles, int splits, float* par
     default: throw Error("flash attention: unsupported head_dim " + std::to_string(a.Dh));
   }
   check_launch("flash attention");
-  if (splits > 1) combine_partials(partial, a.T * a.H, splits, a.Dh, a.out, s);
+  if (splits > 1) combine_partials(partial, a.T * a.H, splits, a.Dh, a.out, a.out_dtype, s);
 }
 
 }  // namespace tessera::cuda

@@ -72,7 +72,7 @@ __device__ __forceinline__ void merge_warps(const AttentionArgs& a, const float*
     }
     const int64_t th = int64_t(t) * a.H + kvh * G + r;
     if (splits == 1) {
-      a.out[th * DH + d] = sum > 0.0f ? acc / sum : 0.0f;
+      store_as(a.out, a.out_dtype, th * DH + d, sum > 0.0f ? acc / sum : 0.0f);
     } else {
       float* pp = partial + (th * splits + split) * (DH + 2);
       pp[d] = acc;
@@ -428,7 +428,7 @@ void flash_decode(const AttentionArgs& a, int splits, float* partial, cudaStream
     default: throw Error("flash decode: unsupported head_dim " + std::to_string(a.Dh));
   }
   check_launch("flash decode");
-  if (splits > 1) combine_partials(partial, a.T * a.H, splits, a.Dh, a.out, s);
+  if (splits > 1) combine_partials(partial, a.T * a.H, splits, a.Dh, a.out, a.out_dtype, s);
 }
 
 }  // namespace tessera::cuda

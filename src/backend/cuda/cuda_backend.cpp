@@ -347,26 +347,48 @@ class CudaBackend final : public Backend {
     require_f32(q, "rope_store_kv", "q");
     require_f32(k, "rope_store_kv", "k");
     require_f32(v, "rope_store_kv", "v");
-    require_i32(positions, "rope_store_kv", "positions");
-    require_i32(slots, "rope_store_kv", "slots");
-    require_f32(p.inv_freq, "rope_store_kv", "inv_freq");
-    require_device(kc, "rope_store_kv", "k cache");
-    require_device(vc, "rope_store_kv", "v cache");
-    TESSERA_CHECK(kc.dtype() == vc.dtype(), "rope_store_kv: k and v caches differ in dtype");
-    const int64_t T = q.dim(0), Dh = q.dim(2), Hkv = k.dim(1);
-    TESSERA_CHECK(k.dim(0) == T && v.numel() == k.numel() && k.dim(2) == Dh && kc.numel() / kc.dim(0) == Hkv * Dh,
+    const int64_t T = q.dim(0), H = q.dim(1), Dh = q.dim(2), Hkv = k.dim(1);
+    TESSERA_CHECK(k.dim(0) == T && v.numel() == k.numel() && k.dim(2) == Dh,
                   "rope_store_kv: q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) + ", v " +
-                      shape_str(v.shape()) + ", cache " + shape_str(kc.shape()));
-    TESSERA_CHECK(p.rotary_dim <= Dh && p.inv_freq.numel() >= p.rotary_dim / 2, "rope: rotary_dim too large");
-    cuda::rope_store_kv(ptr(q), ptr(k), ptr(v), ptr<int32_t>(positions), ptr(p.inv_freq), p.attention_scaling, T,
-                        q.dim(1), Hkv, Dh, p.rotary_dim, ptr<int32_t>(slots), kc.dim(0), kc.raw(), vc.raw(), kc.dtype(),
-                        stream_);
+                      shape_str(v.shape()));
+    cuda::RopeStoreArgs a = rope_store_args(T, H, Hkv, Dh, positions, p, slots, kc, vc);
+    a.q = ptr(q), a.k = ptr(k), a.v = ptr(v), a.ld_q = H * Dh, a.ld_kv = Hkv * Dh;
+    a.q_out = ptr(q), a.k_out = ptr(k);
+    cuda::rope_store_kv(a, stream_);
+  }
+
+  // Past the GEMV and the skinny product (which write each part themselves), with the parts
+  // stacked (upload_group) and no biases: one product over the stacked rows, whose q, k and v
+  // column ranges the rope kernel reads where they lie (no scatter into the parts).
+  void linear_rope_store_kv(const Tensor& x, const LinearPart& q, const LinearPart& k, const LinearPart& v,
+                            const Tensor& positions, const RopeParams& p, const Tensor& slots, Tensor& kc,
+                            Tensor& vc) override {
+    const int64_t K = x.dim(-1), T = x.numel() / K, Dh = kc.dim(-1), Nq = q.weight.dim(0), Nkv = k.weight.dim(0);
+    const DType dt = q.weight.dtype();
+    auto follows = [](const Tensor& w, const Tensor& prev) {
+      return w.raw() == static_cast<const char*>(prev.raw()) + prev.nbytes() && w.dtype() == prev.dtype() &&
+             w.ndim() == 2 && w.dim(1) == prev.dim(1);
+    };
+    const bool fused = T > cuda::kSkinnyMaxTokens && (dt == DType::BF16 || dt == DType::F16) &&
+                       q.weight.ndim() == 2 && follows(k.weight, q.weight) && follows(v.weight, k.weight) &&
+                       v.weight.dim(0) == Nkv && Nq % Dh == 0 && Nkv % Dh == 0 && !q.bias.defined() &&
+                       !k.bias.defined() && !v.bias.defined() && q.out.numel() == T * Nq;
+    if (!fused) return Backend::linear_rope_store_kv(x, q, k, v, positions, p, slots, kc, vc);
+    require_f32(q.out, "linear_rope_store_kv", "q out");
+    const int64_t N = Nq + 2 * Nkv;
+    Tensor stacked = Tensor::view(q.weight.raw(), dt, {N, q.weight.dim(1)}, q.weight.owner(), Device::CUDA);
+    Tensor all = empty(DType::F32, {T, N});
+    linear(x, stacked, Tensor(), all);
+    cuda::RopeStoreArgs a = rope_store_args(T, Nq / Dh, Nkv / Dh, Dh, positions, p, slots, kc, vc);
+    a.q = ptr(all), a.k = a.q + Nq, a.v = a.k + Nkv, a.ld_q = a.ld_kv = N;
+    a.q_out = ptr(q.out), a.k_out = nullptr;
+    cuda::rope_store_kv(a, stream_);
   }
 
   void attention(const Tensor& q, const Tensor& kc, const Tensor& vc, const AttentionMeta& m,
                  const AttentionParams& p, Tensor& out) override {
     require_f32(q, "attention", "q");
-    require_f32(out, "attention", "out");
+    require_float(out, "attention", "out");
     require_device(kc, "attention", "k cache");
     require_device(vc, "attention", "v cache");
     require_i32(m.seq_starts, "attention", "seq_starts");
@@ -382,7 +404,8 @@ class CudaBackend final : public Backend {
     a.context_lens = ptr<int32_t>(m.context_lens);
     a.block_tables = ptr<int32_t>(m.block_tables);
     a.positions = ptr<int32_t>(m.positions);
-    a.out = ptr(out);
+    a.out = out.raw();
+    a.out_dtype = out.dtype();
     a.T = q.dim(0), a.H = q.dim(1), a.Dh = q.dim(2), a.Hkv = kc.dim(1);
     a.num_seqs = m.num_seqs, a.max_blocks = m.max_blocks, a.block_size = m.block_size;
     a.max_context_len = m.max_context_len;
@@ -542,6 +565,28 @@ class CudaBackend final : public Backend {
       TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, host.raw(), host.nbytes(), cudaMemcpyHostToDevice, stream_));
     else
       staging_.copy(dst, host.raw(), host.nbytes(), stream_);
+  }
+
+  // rope_store_kv()'s operands but q, k and v, checked.
+  cuda::RopeStoreArgs rope_store_args(int64_t T, int64_t H, int64_t Hkv, int64_t Dh, const Tensor& positions,
+                                      const RopeParams& p, const Tensor& slots, Tensor& kc, Tensor& vc) {
+    require_i32(positions, "rope_store_kv", "positions");
+    require_i32(slots, "rope_store_kv", "slots");
+    require_f32(p.inv_freq, "rope_store_kv", "inv_freq");
+    require_device(kc, "rope_store_kv", "k cache");
+    require_device(vc, "rope_store_kv", "v cache");
+    TESSERA_CHECK(kc.dtype() == vc.dtype(), "rope_store_kv: k and v caches differ in dtype");
+    TESSERA_CHECK(kc.shape() == vc.shape() && kc.numel() / kc.dim(0) == Hkv * Dh,
+                  "rope_store_kv: " + std::to_string(Hkv) + " kv heads of " + std::to_string(Dh) + " for caches " +
+                      shape_str(kc.shape()));
+    TESSERA_CHECK(positions.numel() >= T && slots.numel() >= T, "rope_store_kv: positions or slots for fewer tokens");
+    TESSERA_CHECK(p.rotary_dim <= Dh && p.inv_freq.numel() >= p.rotary_dim / 2, "rope: rotary_dim too large");
+    cuda::RopeStoreArgs a{};
+    a.positions = ptr<int32_t>(positions), a.inv_freq = ptr(p.inv_freq), a.scaling = p.attention_scaling;
+    a.T = T, a.H = H, a.Hkv = Hkv, a.Dh = Dh, a.rotary_dim = p.rotary_dim;
+    a.slots = ptr<int32_t>(slots), a.num_slots = kc.dim(0);
+    a.k_cache = kc.raw(), a.v_cache = vc.raw(), a.cache_dtype = kc.dtype();
+    return a;
   }
 
   // Splits the keys of each query into ranges of at least min_keys when fewer than target

@@ -75,6 +75,19 @@ __device__ __forceinline__ void store8(T* p, const float* f) {
   *reinterpret_cast<uint4*>(p) = raw;
 }
 
+// p[i] = v, and p[i], p[i + 1] = v0, v1 (i even), in p's dtype dt: an output kept in the 16-bit
+// format of the product it feeds (the attention's), or f32. dt is the same for every thread.
+__device__ __forceinline__ void store_as(void* p, DType dt, int64_t i, float v) {
+  if (dt == DType::BF16) static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+  else if (dt == DType::F16) static_cast<__half*>(p)[i] = __float2half_rn(v);
+  else static_cast<float*>(p)[i] = v;
+}
+__device__ __forceinline__ void store2_as(void* p, DType dt, int64_t i, float v0, float v1) {
+  if (dt == DType::BF16) from_f32x2(v0, v1, reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p) + i));
+  else if (dt == DType::F16) from_f32x2(v0, v1, reinterpret_cast<__half2*>(static_cast<__half*>(p) + i));
+  else *reinterpret_cast<float2*>(static_cast<float*>(p) + i) = make_float2(v0, v1);
+}
+
 // silu(g) * u, the gated MLP's product (silu_mul, and the gate/up GEMV that ends in it).
 __device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 

@@ -132,55 +132,60 @@ __global__ void rope_kernel(float* x, const int32_t* positions, const float* inv
   }
 }
 
-// One token per blockIdx.x; its work items (q pairs, k pairs and the k dims past rotary_dim,
-// v elements) spread over blockIdx.y. The rotation is rope_kernel's, to the bit.
+// One token per blockIdx.x; its work items (q and k pairs and their dims past rotary_dim, v
+// elements) spread over blockIdx.y, about one a thread. The rotation is rope_kernel's, to the bit.
 template <class E>
-__global__ void rope_store_kv_kernel(float* q, float* k, const float* v, const int32_t* positions,
-                                     const float* inv_freq, float scaling, int64_t H, int64_t Hkv, int64_t Dh,
-                                     int half, const int32_t* slots, int64_t num_slots, E* kc, E* vc) {
+__global__ void rope_store_kv_kernel(RopeStoreArgs a) {
   extern __shared__ float cs[];  // cos[half], sin[half]
   allow_next();
   // Positions and slots are the step's inputs: the angles while the previous kernel (which
   // writes q, k and v) still runs.
-  const int64_t t = blockIdx.x;
-  const float pos = float(positions[t]);
+  const int64_t t = blockIdx.x, Dh = a.Dh;
+  const int half = a.rotary_dim / 2;
+  const float pos = float(a.positions[t]);
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    float angle = pos * inv_freq[i];
-    cs[i] = cosf(angle) * scaling;
-    cs[half + i] = sinf(angle) * scaling;
+    float angle = pos * a.inv_freq[i];
+    cs[i] = cosf(angle) * a.scaling;
+    cs[half + i] = sinf(angle) * a.scaling;
   }
-  const int64_t row = Hkv * Dh, slot = slots[t];
+  const int64_t row = a.Hkv * Dh, slot = a.slots[t];
   wait_for_previous();
   __syncthreads();
-  const bool store = slot >= 0 && slot < num_slots;
-  float* qt = q + t * H * Dh;
-  float* kt = k + t * row;
-  const float* vt = v + t * row;
-  const int64_t kw = Dh - half;  // per k head: half rotated pairs, then the dims past rotary_dim
-  const int64_t nq = H * half, nk = Hkv * kw, n = nq + nk + row;
+  const bool store = slot >= 0 && slot < a.num_slots;
+  const float* qt = a.q + t * a.ld_q;
+  const float* kt = a.k + t * a.ld_kv;
+  const float* vt = a.v + t * a.ld_kv;
+  float* qo = a.q_out + t * a.H * Dh;
+  float* ko = a.k_out ? a.k_out + t * row : nullptr;
+  E* kc = static_cast<E*>(a.k_cache) + (store ? slot * row : 0);
+  E* vc = static_cast<E*>(a.v_cache) + (store ? slot * row : 0);
+  const int64_t kw = Dh - half;  // per head: half rotated pairs, then the dims past rotary_dim
+  const int64_t nq = a.H * kw, nk = a.Hkv * kw, n = nq + nk + row;
   for (int64_t j = blockIdx.y * int64_t(blockDim.x) + threadIdx.x; j < n; j += int64_t(gridDim.y) * blockDim.x) {
     if (j < nq) {
-      float* x = qt + (j / half) * Dh;
-      const int i = int(j % half);
-      float a = x[i], b = x[i + half], c = cs[i], s = cs[half + i];
-      x[i] = a * c - b * s;
-      x[i + half] = b * c + a * s;
-    } else if (j < nq + nk) {
-      const int64_t h = (j - nq) / kw, i = (j - nq) % kw;
-      float* x = kt + h * Dh;
-      E* dst = kc + slot * row + h * Dh;
+      const int64_t o = (j / kw) * Dh, i = j % kw;
       if (i < half) {
-        float a = x[i], b = x[i + half], c = cs[i], s = cs[half + i];
-        float ra = a * c - b * s, rb = b * c + a * s;
-        x[i] = ra, x[i + half] = rb;
-        if (store) dst[i] = from_f32<E>(ra), dst[i + half] = from_f32<E>(rb);
-      } else if (store) {
-        const int64_t d = half + i;  // past the rotated dims
-        dst[d] = from_f32<E>(x[d]);
+        float x0 = qt[o + i], x1 = qt[o + i + half], c = cs[i], s = cs[half + i];
+        qo[o + i] = x0 * c - x1 * s;
+        qo[o + i + half] = x1 * c + x0 * s;
+      } else if (qo != qt) {
+        qo[o + half + i] = qt[o + half + i];
+      }
+    } else if (j < nq + nk) {
+      const int64_t h = (j - nq) / kw, i = (j - nq) % kw, o = h * Dh;
+      if (i < half) {
+        float x0 = kt[o + i], x1 = kt[o + i + half], c = cs[i], s = cs[half + i];
+        float r0 = x0 * c - x1 * s, r1 = x1 * c + x0 * s;
+        if (ko) ko[o + i] = r0, ko[o + i + half] = r1;
+        if (store) kc[o + i] = from_f32<E>(r0), kc[o + i + half] = from_f32<E>(r1);
+      } else {
+        const int64_t d = o + half + i;  // past the rotated dims
+        if (ko) ko[d] = kt[d];
+        if (store) kc[d] = from_f32<E>(kt[d]);
       }
     } else if (store) {
       const int64_t e = j - nq - nk;
-      vc[slot * row + e] = from_f32<E>(vt[e]);
+      vc[e] = from_f32<E>(vt[e]);
     }
   }
 }
@@ -410,19 +415,16 @@ void store_kv(const float* k, const float* v, const int32_t* slots, int64_t T, i
   check_launch("store_kv");
 }
 
-void rope_store_kv(float* q, float* k, const float* v, const int32_t* positions, const float* inv_freq, float scaling,
-                   int64_t T, int64_t H, int64_t Hkv, int64_t Dh, int rotary_dim, const int32_t* slots,
-                   int64_t num_slots, void* kc, void* vc, DType dt, cudaStream_t s) {
-  const int half = rotary_dim / 2;
-  if (T == 0) return;
-  const int64_t items = H * half + Hkv * (Dh - half) + Hkv * Dh;
-  // Few tokens (decode): spread each token's items over several blocks.
-  dim3 grid(unsigned(T), unsigned(std::min<int64_t>((items + 255) / 256, std::max<int64_t>(1, 256 / T))));
+void rope_store_kv(const RopeStoreArgs& a, cudaStream_t s) {
+  if (a.T == 0) return;
+  const int half = a.rotary_dim / 2;
+  const int64_t items = (a.H + a.Hkv) * (a.Dh - half) + a.Hkv * a.Dh;
+  // About one item a thread: the items of a token spread over several blocks.
+  dim3 grid(unsigned(a.T), unsigned(std::min<int64_t>((items + 255) / 256, 65535)));
   const size_t smem = size_t(2 * std::max(half, 1)) * sizeof(float);
-  with_activation(kc, dt, "rope_store_kv", [&](auto* k_cache) {
+  with_activation(a.k_cache, a.cache_dtype, "rope_store_kv", [&](auto* k_cache) {
     using E = std::remove_pointer_t<decltype(k_cache)>;
-    launch_dependent(rope_store_kv_kernel<E>, grid, dim3(256), smem, s, q, k, v, positions, inv_freq, scaling, H, Hkv,
-                     Dh, half, slots, num_slots, k_cache, static_cast<E*>(vc));
+    launch_dependent(rope_store_kv_kernel<E>, grid, dim3(256), smem, s, a);
   });
   check_launch("rope_store_kv");
 }

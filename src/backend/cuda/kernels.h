@@ -28,10 +28,25 @@ void rope(float* x, const int32_t* positions, const float* inv_freq, float scali
 void store_kv(const float* k, const float* v, const int32_t* slots, int64_t T, int64_t row, int64_t num_slots,
               void* k_cache, void* v_cache, DType cache_dtype, cudaStream_t s);
 // gate and up of one dtype, out of any (each f32, bf16 or f16); out may alias either.
-// rope() of q [T, H, Dh] and k [T, Hkv, Dh] in place, then store_kv() of k and v, in one launch.
-void rope_store_kv(float* q, float* k, const float* v, const int32_t* positions, const float* inv_freq, float scaling,
-                   int64_t T, int64_t H, int64_t Hkv, int64_t Dh, int rotary_dim, const int32_t* slots,
-                   int64_t num_slots, void* k_cache, void* v_cache, DType cache_dtype, cudaStream_t s);
+// rope() of q [T, H, Dh] and k [T, Hkv, Dh], then store_kv() of k and v, in one launch. Token t's
+// q, k and v are read at q + t ld_q, k + t ld_kv, v + t ld_kv (packed tensors, or the column
+// ranges of one stacked product's rows); the rotated q goes to q_out [T, H, Dh] (may be q when
+// packed), the rotated k to k_out [T, Hkv, Dh] when given (may be k).
+struct RopeStoreArgs {
+  const float *q, *k, *v;
+  int64_t ld_q, ld_kv;
+  float *q_out, *k_out;
+  const int32_t* positions;
+  const float* inv_freq;
+  float scaling;
+  int64_t T, H, Hkv, Dh;
+  int rotary_dim;
+  const int32_t* slots;
+  int64_t num_slots;
+  void *k_cache, *v_cache;
+  DType cache_dtype;
+};
+void rope_store_kv(const RopeStoreArgs& a, cudaStream_t s);
 void silu_mul(const void* gate, const void* up, DType in_dtype, void* out, DType out_dtype, int64_t n, cudaStream_t s);
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
 // out[r] = the first column of row r's maximum, x [R, N].
@@ -114,7 +129,8 @@ struct AttentionArgs {
   const int32_t* context_lens;
   const int32_t* block_tables;
   const int32_t* positions;
-  float* out;  // [T, H, Dh]
+  void* out;  // [T, H, Dh]
+  DType out_dtype;  // f32, bf16 or f16
   int64_t T, H, Hkv, Dh;
   int num_seqs, max_blocks, block_size, max_context_len;
   float scale, softcap;
@@ -123,8 +139,10 @@ struct AttentionArgs {
 // Splits each query's keys into `splits` ranges (flash-decoding) when splits > 1; `partial` then
 // holds T * H * splits * (Dh + 2) floats.
 void attention(const AttentionArgs& a, int splits, float* partial, cudaStream_t s);
-// Sums the `splits` partial results of each of `rows` (token, head) pairs into out [rows, Dh].
-void combine_partials(const float* partial, int64_t rows, int splits, int64_t Dh, float* out, cudaStream_t s);
+// Sums the `splits` partial results of each of `rows` (token, head) pairs into out [rows, Dh]
+// (f32, bf16 or f16).
+void combine_partials(const float* partial, int64_t rows, int splits, int64_t Dh, void* out, DType out_dtype,
+                      cudaStream_t s);
 
 // The decode kernel (attention_decode.cu): one new token per sequence, f32 or bf16 caches,
 // head_dim 32/64/128/256, at most 8 query heads per kv head. sm_count: the device's
