@@ -251,6 +251,23 @@ OpCase store_kv_case(DType cache, int T, int Hkv, int Dh, int rows, uint64_t see
           }};
 }
 
+// T tokens' random positions, distinct cache slots among `rows` (one a padding token's -1: rotated,
+// not stored) and llama's rope frequencies over rotary_dim.
+struct RopeInputs {
+  Tensor positions, slots, inv_freq;
+};
+RopeInputs rope_inputs(int T, int rows, int rotary_dim, Rng& rng) {
+  std::vector<int32_t> pos(T), slots(rows);
+  for (auto& p : pos) p = rng.uniform(0, 9000);
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), rng.gen);
+  slots.resize(T);
+  if (T > 1) slots[T / 2] = -1;
+  Tensor inv_freq = Tensor::empty(DType::F32, {rotary_dim / 2});
+  for (int i = 0; i < rotary_dim / 2; ++i) inv_freq.data<float>()[i] = std::pow(500000.0f, -2.0f * i / rotary_dim);
+  return {i32_tensor(pos), i32_tensor(slots), inv_freq};
+}
+
 // rope of q and k, then k and v into shuffled cache rows (partial rotary included); the caches
 // start random, so a row left unwritten differs from the reference.
 OpCase rope_store_kv_case(DType cache, int T, int H, int Hkv, int Dh, int rotary_dim, uint64_t seed) {
@@ -259,21 +276,13 @@ OpCase rope_store_kv_case(DType cache, int T, int H, int Hkv, int Dh, int rotary
   Tensor q = random_tensor(DType::F32, {T, H, Dh}, rng), k = random_tensor(DType::F32, {T, Hkv, Dh}, rng);
   Tensor v = random_tensor(DType::F32, {T, Hkv, Dh}, rng);
   Tensor kc = random_tensor(cache, {rows, Hkv, Dh}, rng), vc = random_tensor(cache, {rows, Hkv, Dh}, rng);
-  std::vector<int32_t> pos(T), slots(rows);
-  for (auto& p : pos) p = rng.uniform(0, 9000);
-  std::iota(slots.begin(), slots.end(), 0);
-  std::shuffle(slots.begin(), slots.end(), rng.gen);
-  slots.resize(T);
-  if (T > 1) slots[T / 2] = -1;  // a padding token: rotated, not stored
-  Tensor t_pos = i32_tensor(pos), t_slots = i32_tensor(slots);
-  Tensor inv_freq = Tensor::empty(DType::F32, {rotary_dim / 2});
-  for (int i = 0; i < rotary_dim / 2; ++i) inv_freq.data<float>()[i] = std::pow(500000.0f, -2.0f * i / rotary_dim);
+  const RopeInputs in = rope_inputs(T, rows, rotary_dim, rng);
   std::string name = "rope_store_kv " + dname(cache) + " T=" + std::to_string(T) + " H=" + std::to_string(H) +
                      " Hkv=" + std::to_string(Hkv) + " Dh=" + std::to_string(Dh) + " rotary=" + std::to_string(rotary_dim);
   return {name, "rope_store_kv", cache, cache == DType::F32 ? kPointwise : rounded16(cache), [=](Backend& be) {
             Tensor qd = upload(be, q), kd = upload(be, k), kcd = upload(be, kc), vcd = upload(be, vc);
-            be.rope_store_kv(qd, kd, upload(be, v), upload(be, t_pos), RopeParams{upload(be, inv_freq), 1.0f, rotary_dim},
-                             upload(be, t_slots), kcd, vcd);
+            be.rope_store_kv(qd, kd, upload(be, v), upload(be, in.positions),
+                             RopeParams{upload(be, in.inv_freq), 1.0f, rotary_dim}, upload(be, in.slots), kcd, vcd);
             return Outputs{download(be, qd), download(be, kd), widened(be, kcd), widened(be, vcd)};
           }};
 }
@@ -293,15 +302,7 @@ OpCase linear_rope_store_kv_case(DType dt, DType x_dt, int T, int K, int H, int 
     b.push_back(bias ? random_tensor(dt, {n}, rng) : Tensor());
   }
   Tensor kc = random_tensor(cache, {rows, Hkv, Dh}, rng), vc = random_tensor(cache, {rows, Hkv, Dh}, rng);
-  std::vector<int32_t> pos(T), slots(rows);
-  for (auto& p : pos) p = rng.uniform(0, 9000);
-  std::iota(slots.begin(), slots.end(), 0);
-  std::shuffle(slots.begin(), slots.end(), rng.gen);
-  slots.resize(T);
-  if (T > 1) slots[T / 2] = -1;
-  Tensor t_pos = i32_tensor(pos), t_slots = i32_tensor(slots);
-  Tensor inv_freq = Tensor::empty(DType::F32, {rotary_dim / 2});
-  for (int i = 0; i < rotary_dim / 2; ++i) inv_freq.data<float>()[i] = std::pow(500000.0f, -2.0f * i / rotary_dim);
+  const RopeInputs in = rope_inputs(T, rows, rotary_dim, rng);
   std::string name = "linear_rope_store_kv " + dname(dt) + " x " + dname(x_dt) + " T=" + std::to_string(T) +
                      " K=" + std::to_string(K) + " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv) +
                      " Dh=" + std::to_string(Dh) + " rotary=" + std::to_string(rotary_dim) +
@@ -317,8 +318,9 @@ OpCase linear_rope_store_kv_case(DType dt, DType x_dt, int T, int K, int H, int 
             }
             Tensor kcd = upload(be, kc), vcd = upload(be, vc);
             be.linear_rope_store_kv(upload(be, x), {wd[0], bd[0], outs[0]}, {wd[1], bd[1], outs[1]},
-                                    {wd[2], bd[2], outs[2]}, upload(be, t_pos),
-                                    RopeParams{upload(be, inv_freq), 1.0f, rotary_dim}, upload(be, t_slots), kcd, vcd);
+                                    {wd[2], bd[2], outs[2]}, upload(be, in.positions),
+                                    RopeParams{upload(be, in.inv_freq), 1.0f, rotary_dim}, upload(be, in.slots), kcd,
+                                    vcd);
             return Outputs{download(be, outs[0]), widened(be, kcd), widened(be, vcd)};
           }};
 }
