@@ -49,71 +49,99 @@ Gemm::~Gemm() {
 }
 
 // Column-major view: out (N × T, ld N) = W (stored K × N, ld K)ᵀ · X (K × T, ld K).
-const Gemm::Plan& Gemm::plan(const Key& key, const void* a, const void* w, void* out) {
+const Gemm::Plan& Gemm::plan(const Key& key, const void* w) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
-  auto [dt, out_dt, T, N, K, align_a, align_w, align_out] = key;
-  cudaDataType_t in = cuda_type(DType(dt));
+  const int dt = std::get<0>(key);
+  const int64_t T = std::get<2>(key), N = std::get<3>(key), K = std::get<4>(key);
   Plan p;
   TESSERA_CUDA_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   TESSERA_CUDA_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   TESSERA_CUDA_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  layouts(key, T, p);
+  const bool tune = DType(dt) != DType::F32 && T <= kTunedTokens;
+  cublasLtMatmulHeuristicResult_t best{};
+  if (candidates(key, p, &best, 1) == 0)
+    throw Error("cuBLASLt: no algorithm for linear " + std::string(dtype_name(DType(dt))) + " T=" +
+                std::to_string(T) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
+  p.algo = best.algo;
+  if (tune) {
+    // Decode batches: the choice timed for the bucket's top count (T rounded up to a power of
+    // two), used by every count of the bucket where it applies. (Not while the stream is being
+    // recorded: nothing runs then, and a bucket first met there keeps the heuristic's choice.)
+    Key bucket = key;
+    std::get<2>(bucket) = int64_t(1) << int(std::ceil(std::log2(double(T))));
+    auto known = tuned_.find(bucket);
+    if (known == tuned_.end() && !capturing(stream_)) known = tuned_.emplace(bucket, timed_choice(bucket, p.desc, w)).first;
+    cublasLtMatmulHeuristicResult_t check{};
+    if (known != tuned_.end() &&
+        cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.c, p.c, &known->second, &check) == CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= workspace_bytes_)
+      p.algo = known->second;
+  }
+  return plans_.emplace(key, p).first->second;
+}
+
+void Gemm::layouts(const Key& key, int64_t T, Plan& p) const {
+  const int64_t N = std::get<3>(key), K = std::get<4>(key);
+  cudaDataType_t in = cuda_type(DType(std::get<0>(key)));
   TESSERA_CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.a, in, uint64_t(K), uint64_t(N), K));
   TESSERA_CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.b, in, uint64_t(K), uint64_t(T), K));
-  TESSERA_CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.c, cuda_type(DType(out_dt)), uint64_t(N), uint64_t(T), N));
+  TESSERA_CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.c, cuda_type(DType(std::get<1>(key))), uint64_t(N), uint64_t(T), N));
+}
 
+// Up to `most` of cuBLASLt's candidates for p's layouts under key's alignments, best first.
+int Gemm::candidates(const Key& key, const Plan& p, cublasLtMatmulHeuristicResult_t* out, int most) const {
   cublasLtMatmulPreference_t pref;
   TESSERA_CUDA_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  uint32_t aw = uint32_t(align_w), ax = uint32_t(align_a), ao = uint32_t(align_out);
+  uint32_t ax = uint32_t(std::get<5>(key)), aw = uint32_t(std::get<6>(key)), ao = uint32_t(std::get<7>(key));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
                                        sizeof(workspace_bytes_));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aw, sizeof(aw));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ax, sizeof(ax));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ao, sizeof(ao));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ao, sizeof(ao));
-  cublasLtMatmulHeuristicResult_t results[kCandidates]{};
   int found = 0;
-  const bool tune = DType(dt) != DType::F32 && T <= kTunedTokens;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref, tune ? kCandidates : 1,
-                                                     results, &found);
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.c, p.c, pref, most, out, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0)
-    throw Error("cuBLASLt: no algorithm for linear " + std::string(dtype_name(DType(dt))) + " T=" +
-                std::to_string(T) + " N=" + std::to_string(N) + " K=" + std::to_string(K));
-  p.algo = results[0].algo;
-  Key bucket = key;
-  std::get<2>(bucket) = int64_t(1) << int(std::ceil(std::log2(double(T))));
-  auto known = tune ? tuned_.find(bucket) : tuned_.end();
-  if (known != tuned_.end()) {
-    // The bucket's timed choice, where it supports this shape.
-    cublasLtMatmulHeuristicResult_t check{};
-    if (cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.c, p.c, &known->second, &check) ==
-            CUBLAS_STATUS_SUCCESS &&
-        check.workspaceSize <= workspace_bytes_)
-      p.algo = known->second;
-  } else if (found > 1 && !capturing(stream_)) {
-    // Time each candidate (3 runs after a warm-up) on this call's operands; out is rewritten
-    // by the real product afterwards. (Not while the stream is being recorded: nothing runs
-    // then, and a bucket first met there keeps the heuristic's choice for that shape.) Each run
-    // starts from a cold L2 (a scratch buffer of twice its size written first): in a step every
-    // product's weights come from memory, and matrices that fit in L2 (an 8B's o, most of its
-    // q/k/v) would otherwise be timed from there, favouring kernels that only win there.
-    cudaEvent_t start, stop;
-    TESSERA_CUDA_CHECK(cudaEventCreate(&start));
-    TESSERA_CUDA_CHECK(cudaEventCreate(&stop));
+  return st == CUBLAS_STATUS_SUCCESS ? found : 0;
+}
+
+// The fastest of cuBLASLt's candidates for the bucket's shape (its T the top count), each run 3
+// times after a warm-up on scratch activations and the real weights w. Each run starts from a
+// cold L2 (a scratch buffer of twice its size written first): in a step every product's weights
+// come from memory, and matrices that fit in L2 (an 8B's o, most of its q/k/v) would otherwise
+// be timed from there, favouring kernels that only win there.
+cublasLtMatmulAlgo_t Gemm::timed_choice(const Key& bucket, cublasLtMatmulDesc_t desc, const void* w) {
+  const int64_t T = std::get<2>(bucket), N = std::get<3>(bucket), K = std::get<4>(bucket);
+  const DType dt = DType(std::get<0>(bucket)), out_dt = DType(std::get<1>(bucket));
+  Plan p;
+  p.desc = desc;
+  layouts(bucket, T, p);
+  cublasLtMatmulHeuristicResult_t results[kCandidates]{};
+  const int found = candidates(bucket, p, results, kCandidates);
+  cublasLtMatmulAlgo_t choice = results[0].algo;
+  if (found > 1) {
     int device = 0, l2 = 0;
     TESSERA_CUDA_CHECK(cudaGetDevice(&device));
     TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
     const size_t flush_bytes = size_t(2) * size_t(l2);
-    void* flush = nullptr;
+    const size_t x_bytes = size_t(T * K) * dtype_size(dt), out_bytes = size_t(T * N) * dtype_size(out_dt);
+    void *flush = nullptr, *x = nullptr, *out = nullptr;
     TESSERA_CUDA_CHECK(cudaMallocAsync(&flush, flush_bytes, stream_));
+    TESSERA_CUDA_CHECK(cudaMallocAsync(&x, x_bytes, stream_));
+    TESSERA_CUDA_CHECK(cudaMallocAsync(&out, out_bytes, stream_));
+    TESSERA_CUDA_CHECK(cudaMemsetAsync(x, 0x3c, x_bytes, stream_));  // 0.0115 in bf16, 1.06 in f16
+    cudaEvent_t start, stop;
+    TESSERA_CUDA_CHECK(cudaEventCreate(&start));
+    TESSERA_CUDA_CHECK(cudaEventCreate(&stop));
     const float one = 1.0f, zero = 0.0f;
     float best = INFINITY;
     for (int i = 0; i < found; ++i) {
       if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
       auto matmul = [&] {
-        return cublasLtMatmul(handle_, p.desc, &one, w, p.a, a, p.b, &zero, out, p.c, out, p.c, &results[i].algo,
+        return cublasLtMatmul(handle_, desc, &one, w, p.a, x, p.b, &zero, out, p.c, out, p.c, &results[i].algo,
                               workspace_, workspace_bytes_, stream_);
       };
       if (matmul() != CUBLAS_STATUS_SUCCESS) continue;
@@ -128,14 +156,16 @@ const Gemm::Plan& Gemm::plan(const Key& key, const void* a, const void* w, void*
         TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
         total += ms;
       }
-      if (total < best) best = total, p.algo = results[i].algo;
+      if (total < best) best = total, choice = results[i].algo;
     }
-    TESSERA_CUDA_CHECK(cudaFreeAsync(flush, stream_));
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
-    tuned_.emplace(bucket, p.algo);
+    for (void* b : {flush, x, out}) TESSERA_CUDA_CHECK(cudaFreeAsync(b, stream_));
   }
-  return plans_.emplace(key, p).first->second;
+  cublasLtMatrixLayoutDestroy(p.a);
+  cublasLtMatrixLayoutDestroy(p.b);
+  cublasLtMatrixLayoutDestroy(p.c);
+  return choice;
 }
 
 void Gemm::run(const void* a, const void* w, DType dtype, void* out, DType out_dtype, int64_t T, int64_t N,
@@ -144,7 +174,7 @@ void Gemm::run(const void* a, const void* w, DType dtype, void* out, DType out_d
   TESSERA_CHECK(out_dtype == DType::F32 || out_dtype == dtype,
                 "linear: output of " + std::string(dtype_name(out_dtype)) + " for " + std::string(dtype_name(dtype)) +
                     " operands");
-  const Plan& p = plan({int(dtype), int(out_dtype), T, N, K, alignment(a), alignment(w), alignment(out)}, a, w, out);
+  const Plan& p = plan({int(dtype), int(out_dtype), T, N, K, alignment(a), alignment(w), alignment(out)}, w);
   const float one = 1.0f, zero = 0.0f;
   TESSERA_CUDA_CHECK(cublasLtMatmul(handle_, p.desc, &one, w, p.a, a, p.b, &zero, out, p.c, out, p.c, &p.algo,
                                     workspace_, workspace_bytes_, stream_));
