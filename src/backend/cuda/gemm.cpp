@@ -59,7 +59,7 @@ const Gemm::Plan& Gemm::plan(const Key& key, const void* w) {
   cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   TESSERA_CUDA_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   TESSERA_CUDA_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  layouts(key, T, p);
+  layouts(key, p);
   const bool tune = DType(dt) != DType::F32 && T <= kTunedTokens;
   cublasLtMatmulHeuristicResult_t best{};
   if (candidates(key, p, &best, 1) == 0)
@@ -83,8 +83,9 @@ const Gemm::Plan& Gemm::plan(const Key& key, const void* w) {
   return plans_.emplace(key, p).first->second;
 }
 
-void Gemm::layouts(const Key& key, int64_t T, Plan& p) const {
-  const int64_t N = std::get<3>(key), K = std::get<4>(key);
+// A, B and C of key's shape (its T the token count).
+void Gemm::layouts(const Key& key, Plan& p) const {
+  const int64_t T = std::get<2>(key), N = std::get<3>(key), K = std::get<4>(key);
   cudaDataType_t in = cuda_type(DType(std::get<0>(key)));
   TESSERA_CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.a, in, uint64_t(K), uint64_t(N), K));
   TESSERA_CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.b, in, uint64_t(K), uint64_t(T), K));
@@ -118,7 +119,7 @@ cublasLtMatmulAlgo_t Gemm::timed_choice(const Key& bucket, cublasLtMatmulDesc_t 
   const DType dt = DType(std::get<0>(bucket)), out_dt = DType(std::get<1>(bucket));
   Plan p;
   p.desc = desc;
-  layouts(bucket, T, p);
+  layouts(bucket, p);
   cublasLtMatmulHeuristicResult_t results[kCandidates]{};
   const int found = candidates(bucket, p, results, kCandidates);
   cublasLtMatmulAlgo_t choice = results[0].algo;

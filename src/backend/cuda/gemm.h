@@ -37,7 +37,7 @@ class Gemm {
   using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int, int, int>;
   // w: the first call's weights, for timing the candidates.
   const Plan& plan(const Key& key, const void* w);
-  void layouts(const Key& key, int64_t T, Plan& p) const;
+  void layouts(const Key& key, Plan& p) const;
   int candidates(const Key& key, const Plan& p, cublasLtMatmulHeuristicResult_t* out, int most) const;
   cublasLtMatmulAlgo_t timed_choice(const Key& bucket, cublasLtMatmulDesc_t desc, const void* w);
   static constexpr int64_t kTunedTokens = 512;
