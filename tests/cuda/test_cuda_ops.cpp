@@ -344,9 +344,10 @@ void run_attention_case(Backend& be, const AttnCase& c, std::mt19937& rng, DType
   be.attention(be.upload(q), gk, gv, gm, p, out);
   // bf16 caches take the tensor-core kernel where it applies, which rounds q and the softmax
   // weights to bf16 for its two products. A 16-bit output adds one rounding of each element
-  // (relative error up to 2^-8 in bf16, 2^-11 in f16: NMSE ~5e-6 and ~8e-8).
+  // (relative error up to 2^-8 in bf16, 2^-11 in f16): NMSE up to 3.0e-6 and 4.7e-8 measured on
+  // the H200 over these cases with f32 caches; the limits leave a factor of ~3-4.
   double limit = c.cache == DType::BF16 ? 1e-4 : 1e-10;
-  if (out_dt != DType::F32) limit = std::max(limit, out_dt == DType::BF16 ? 3e-5 : 1e-6);
+  if (out_dt != DType::F32) limit = std::max(limit, out_dt == DType::BF16 ? 1e-5 : 2e-7);
   expect_close("attention", fmt("%s %s out %s", c.name.c_str(), dname(c.cache).c_str(), dname(out_dt).c_str()),
                to_host_f32(be, out), host_values(want), limit);
 }

@@ -33,9 +33,7 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(AttentionArgs a, int q_
   using L = Layout<DH>;
   constexpr int kLd = L::kLd;
   extern __shared__ __align__(128) unsigned char smem[];
-  KV* sq = reinterpret_cast<KV*>(smem + L::q);
-  auto sk = [&](int buf) { return reinterpret_cast<KV*>(smem + L::kv + (2 * buf) * L::tile); };
-  auto sv = [&](int buf) { return reinterpret_cast<KV*>(smem + L::kv + (2 * buf + 1) * L::tile); };
+  const StagedTiles<L> staged{smem};
 
   // The heaviest (last) query tiles of each sequence are launched first.
   const int seq = blockIdx.x / q_tiles, qt = q_tiles - 1 - int(blockIdx.x % q_tiles);
@@ -64,14 +62,14 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(AttentionArgs a, int q_
   const int tiles = kmax >= kmin ? (kmax - kmin) / kKeys + 1 : 0, per = (tiles + splits - 1) / splits;
   const int tile_begin = split * per, tile_end = min(tiles, tile_begin + per);
   auto load_tile = [&](int tile, int buf) {
-    load_kv_tile<DH, kLd>(a, table, kvh, kmin + tile * kKeys, kmax, sk(buf), sv(buf));
+    load_kv_tile<DH, kLd>(a, table, kvh, kmin + tile * kKeys, kmax, staged.k(buf), staged.v(buf));
   };
   if (tile_begin < tile_end) load_tile(tile_begin, 0);
 
   for (int e = tid; e < kRows * DH; e += kThreads) {
     int r = e / DH, d = e % DH;
     float v = r < rows ? a.q[(int64_t(t0 + r / G) * a.H + kvh * G + r % G) * DH + d] : 0.0f;
-    sq[r * kLd + d] = __float2bfloat16_rn(v);
+    staged.q()[r * kLd + d] = __float2bfloat16_rn(v);
   }
 
   // This thread's two rows (lane / 4 and lane / 4 + 8 of the warp's 16) and their state.
@@ -88,8 +86,8 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(AttentionArgs a, int q_
   for (int tile = tile_begin; tile < tile_end; ++tile) {
     const int buf = tile_ready(tile, tile_begin, tile_end, load_tile);  // (and, the first time, Q)
     if (warp_active) {
-      const KV* k_tile = sk(buf);
-      const KV* v_tile = sv(buf);
+      const KV* k_tile = staged.k(buf);
+      const KV* v_tile = staged.v(buf);
       float s[kKeys / 8][4];
 #pragma unroll
       for (int n = 0; n < kKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
@@ -98,7 +96,7 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(AttentionArgs a, int q_
 #pragma unroll
       for (int kd = 0; kd < DH; kd += 16) {
         unsigned qa[4];
-        ldmatrix_x4(qa, sq + (r0 + mr + (mi & 1) * 8) * kLd + kd + (mi >> 1) * 8);
+        ldmatrix_x4(qa, staged.q() + (r0 + mr + (mi & 1) * 8) * kLd + kd + (mi >> 1) * 8);
 #pragma unroll
         for (int np = 0; np < kKeys / 16; ++np) {
           unsigned kb[4];
@@ -153,13 +151,7 @@ __global__ void __launch_bounds__(kThreads) flash_kernel(AttentionArgs a, int q_
 
 template <int DH>
 void launch(const AttentionArgs& a, int q_tiles, int splits, float* partial, cudaStream_t s) {
-  static bool configured = false;  // raising the shared-memory limit once per kernel is enough
-  if (!configured) {
-    check(cudaFuncSetAttribute(flash_kernel<DH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(Layout<DH>::bytes)),
-          "flash attention shared memory");
-    configured = true;
-  }
+  allow_shared_memory<flash_kernel<DH>>(Layout<DH>::bytes, "flash attention shared memory");
   dim3 grid(unsigned(a.num_seqs * q_tiles), unsigned(a.Hkv), unsigned(splits));
   flash_kernel<DH><<<grid, kThreads, Layout<DH>::bytes, s>>>(a, q_tiles, partial);
 }

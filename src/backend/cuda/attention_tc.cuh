@@ -5,12 +5,33 @@
 
 #include <cmath>
 
+#include "backend/cuda/check.h"
 #include "backend/cuda/device_types.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace tessera::cuda::tc {
 
 using KV = __nv_bfloat16;
+
+// Raises Kernel's dynamic shared-memory limit to `bytes`, once per kernel (host code).
+template <auto Kernel>
+void allow_shared_memory(size_t bytes, const char* what) {
+  static const bool raised =
+      (check(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), what), true);
+  (void)raised;
+}
+
+// The shared memory of a kernel that stages tiles, by its layout L: Q's rows at L::q, then two
+// buffers of [K, V] tiles of L::tile bytes each from L::kv.
+template <class L>
+struct StagedTiles {
+  unsigned char* base;
+  __device__ __forceinline__ KV* q() const { return reinterpret_cast<KV*>(base + L::q); }
+  __device__ __forceinline__ KV* k(int buf) const { return reinterpret_cast<KV*>(base + L::kv + (2 * buf) * L::tile); }
+  __device__ __forceinline__ KV* v(int buf) const {
+    return reinterpret_cast<KV*>(base + L::kv + (2 * buf + 1) * L::tile);
+  }
+};
 
 constexpr int kRows = 64, kKeys = 64, kWarps = 4, kThreads = kWarps * 32;
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;

@@ -86,9 +86,7 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(AttentionArgs a,
   using L = DecodeLayout<DH>;
   constexpr int kLd = L::kLd;
   extern __shared__ __align__(128) unsigned char smem[];
-  KV* sq = reinterpret_cast<KV*>(smem + L::q);
-  auto sk = [&](int buf) { return reinterpret_cast<KV*>(smem + L::kv + (2 * buf) * L::tile); };
-  auto sv = [&](int buf) { return reinterpret_cast<KV*>(smem + L::kv + (2 * buf + 1) * L::tile); };
+  const StagedTiles<L> staged{smem};
 
   allow_next();
   // The step's inputs and the keys before this token's were written before the step: read while
@@ -102,7 +100,7 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(AttentionArgs a,
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
   auto load_tile = [&](int tile, int buf) {
-    load_kv_tile<DH, kLd>(a, table, kvh, first + tile * kKeys, last, sk(buf), sv(buf));
+    load_kv_tile<DH, kLd>(a, table, kvh, first + tile * kKeys, last, staged.k(buf), staged.v(buf));
   };
   // The first tile before the previous kernel ends, unless it holds this token's key.
   const bool early = tile_begin < tile_end && first + (tile_begin + 1) * kKeys <= qpos;
@@ -113,14 +111,15 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(AttentionArgs a,
   for (int e = tid; e < 16 * DH; e += kThreads) {
     int r = e / DH, d = e % DH;
     float v = r < G ? a.q[(int64_t(t) * a.H + kvh * G + r) * DH + d] : 0.0f;
-    sq[r * kLd + d] = __float2bfloat16_rn(v);
+    staged.q()[r * kLd + d] = __float2bfloat16_rn(v);
   }
   __syncthreads();
   // ldmatrix: lane l addresses row l % 8 of 8×8 matrix l / 8.
   const int mi = lane / 8, mr = lane % 8;
   unsigned qa[DH / 16][4];
 #pragma unroll
-  for (int kd = 0; kd < DH / 16; ++kd) ldmatrix_x4(qa[kd], sq + (mr + (mi & 1) * 8) * kLd + kd * 16 + (mi >> 1) * 8);
+  for (int kd = 0; kd < DH / 16; ++kd)
+    ldmatrix_x4(qa[kd], staged.q() + (mr + (mi & 1) * 8) * kLd + kd * 16 + (mi >> 1) * 8);
 
   // This thread's rows: heads lane / 4 and lane / 4 + 8 of the group (those below G are real).
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
@@ -132,8 +131,8 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(AttentionArgs a,
 
   for (int tile = tile_begin; tile < tile_end; ++tile) {
     const int buf = tile_ready(tile, tile_begin, tile_end, load_tile);
-    const KV* k_tile = sk(buf);
-    const KV* v_tile = sv(buf);
+    const KV* k_tile = staged.k(buf);
+    const KV* v_tile = staged.v(buf);
     float s[2][4] = {};
 #pragma unroll
     for (int kd = 0; kd < DH / 16; ++kd) {
@@ -340,13 +339,7 @@ __global__ void __launch_bounds__(kThreads) flash_decode_reg_kernel(AttentionArg
 
 template <int DH>
 void configure_decode() {
-  static bool configured = false;  // raising the shared-memory limit once per kernel is enough
-  if (!configured) {
-    check(cudaFuncSetAttribute(flash_decode_kernel<DH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(DecodeLayout<DH>::bytes)),
-          "flash decode shared memory");
-    configured = true;
-  }
+  allow_shared_memory<flash_decode_kernel<DH>>(DecodeLayout<DH>::bytes, "flash decode shared memory");
 }
 
 // Whether the register form serves these shapes (head_dim 64 or 128, at most 8 heads a group).

@@ -73,7 +73,8 @@ const Gemm::Plan& Gemm::plan(const Key& key, const void* w) {
     Key bucket = key;
     std::get<2>(bucket) = int64_t(1) << int(std::ceil(std::log2(double(T))));
     auto known = tuned_.find(bucket);
-    if (known == tuned_.end() && !capturing(stream_)) known = tuned_.emplace(bucket, timed_choice(bucket, p.desc, w)).first;
+    if (known == tuned_.end() && !capturing(stream_))
+      known = tuned_.emplace(bucket, timed_choice(bucket, p.desc, w)).first;
     cublasLtMatmulHeuristicResult_t check{};
     if (known != tuned_.end() &&
         cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.c, p.c, &known->second, &check) == CUBLAS_STATUS_SUCCESS &&
@@ -124,8 +125,10 @@ cublasLtMatmulAlgo_t Gemm::timed_choice(const Key& bucket, cublasLtMatmulDesc_t 
   const int found = candidates(bucket, p, results, kCandidates);
   cublasLtMatmulAlgo_t choice = results[0].algo;
   int device = 0, l2 = 0;
-  TESSERA_CUDA_CHECK(cudaGetDevice(&device));
-  TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  if (found > 1) {
+    TESSERA_CUDA_CHECK(cudaGetDevice(&device));
+    TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  }
   const size_t flush_bytes = size_t(2) * size_t(l2);
   const size_t x_bytes = size_t(T * K) * dtype_size(dt), out_bytes = size_t(T * N) * dtype_size(out_dt);
   // The scratch is freed once timed; where memory is short (a KV cache sized to the last
