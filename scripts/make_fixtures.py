@@ -40,6 +40,14 @@ VARIANTS = {
                                                  original_max_position_embeddings=32)),
               torch.float32, dict(max_shard_size="150KB")),
     "qwen3": ("qwen3", dict(tie_word_embeddings=False, head_dim=24, attention_bias=False), torch.float32, {}),
+    # Gemma 2: GeGLU (gelu's tanh form), norms before and after each sublayer with weights as 1 + w,
+    # embeddings scaled by sqrt(hidden), attention scaled by query_pre_attn_scalar and soft-capped,
+    # sliding-window layers alternating with full ones, soft-capped final logits. Caps small
+    # enough that tanh bends these random weights' scores and logits.
+    "gemma2": ("gemma2", dict(tie_word_embeddings=True, head_dim=16, query_pre_attn_scalar=24, sliding_window=8,
+                              attn_logit_softcapping=6.0, final_logit_softcapping=4.0,
+                              hidden_activation="gelu_pytorch_tanh"),
+               torch.float32, {}),
 }
 
 PROMPTS = [[1, 17, 200, 45, 99], list(range(3, 60, 2)), [1] + [(i * 37) % 380 + 3 for i in range(44)]]
@@ -57,8 +65,10 @@ def main(out):
         d = os.path.join(out, name)
         model.save_pretrained(d, safe_serialization=True, **save_kw)
         model.generation_config.save_pretrained(d)
-        # Reference: reload the saved checkpoint and compute in f32.
-        ref = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
+        # Reference: reload the saved checkpoint and compute in f32. Gemma 2 with eager attention:
+        # transformers' default (sdpa) leaves its attention soft-capping out.
+        ref_kw = dict(attn_implementation="eager") if mtype == "gemma2" else {}
+        ref = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, **ref_kw).eval()
         cases = []
         min_margin = 1e9
         for prompt in PROMPTS:

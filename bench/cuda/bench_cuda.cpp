@@ -195,7 +195,7 @@ Tensor forward(Backend& be, Model& M, const StepInputs& in) {
   Tensor q2 = q.reshape({T, nq * Dh}), k2 = k.reshape({T, nkv * Dh}), v2 = v.reshape({T, nkv * Dh});
   Tensor attn2 = attn.reshape({T, nq * Dh});
   const Tensor none;
-  be.embedding(M.embed, in.tokens, x);
+  be.embedding(M.embed, in.tokens, 1.0f, x);
   be.rms_norm(x, M.layers[0].in_norm, 1e-5f, 0.0f, h);
   for (int l = 0; l < m.layers; ++l) {
     Layer& L = M.layers[size_t(l)];
@@ -205,7 +205,7 @@ Tensor forward(Backend& be, Model& M, const StepInputs& in) {
                  attn);
     be.linear(attn2, L.o, none, d);
     be.add_rms_norm(x, d, L.post_norm, 1e-5f, 0.0f, h);
-    be.linear_silu_mul(h, {L.gate, none, gate}, {L.up, none, up}, gate);
+    be.linear_glu(Glu::SwiGLU, h, {L.gate, none, gate}, {L.up, none, up}, gate);
     be.linear(gate, L.down, none, d);
     const bool last_layer = l + 1 == m.layers;
     be.add_rms_norm(x, d, last_layer ? M.norm : M.layers[size_t(l) + 1].in_norm, 1e-5f, 0.0f, last_layer ? normed : h);
@@ -351,7 +351,7 @@ void op_breakdown(Backend& be, Model& M, int seqs, int new_tokens, int context) 
   op("add_rms_norm", [&] { be.add_rms_norm(x, d, L.post_norm, 1e-5f, 0.0f, h); });
   product("linear gate+up 28672x4096", h, double(L.gate.nbytes() + L.up.nbytes()),
           [&] { be.linear_group(h, {{L.gate, none, big2}, {L.up, none, big}}); });
-  op("silu_mul", [&] { be.silu_mul(big, big2, big2); });
+  op("glu", [&] { be.glu(Glu::SwiGLU, big, big2, big2); });
   lin("linear down 4096x14336", big, L.down, d);
   op("add_rms_norm", [&] { be.add_rms_norm(x, d, L.in_norm, 1e-5f, 0.0f, h); });
   lin("lm_head 128256x4096", last, M.lm_head, logits, false);

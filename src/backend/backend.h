@@ -2,9 +2,9 @@
 // Models never see SIMD or CUDA: they allocate activations with empty() and call these ops.
 // Weights may be f32, f16 or bf16 (converted inside the op). Activations are f32, except where a
 // backend's products are faster on 16-bit inputs (linear_input_dtype()): then the tensors that
-// only feed linear() (norm outputs, the MLP's gate/up and its silu_mul) may be in the weights'
+// only feed linear() (norm outputs, the MLP's gate/up and its glu) may be in the weights'
 // 16-bit dtype, and the ops that read or write them (rms_norm's and add_rms_norm's out, linear's
-// x and out, silu_mul, linear_silu_mul) take f32, bf16 or f16, computing in f32 and rounding once
+// x and out, glu, linear_glu) take f32, bf16 or f16, computing in f32 and rounding once
 // on output.
 // Every op writes into a caller-provided `out` of the documented shape.
 #pragma once
@@ -45,6 +45,10 @@ struct RopeParams {
   float attention_scaling = 1;  // multiplies cos and sin (yarn / longrope)
   int rotary_dim = 0;
 };
+
+// The gated MLP's activation: out = act(gate) * up with act silu (SwiGLU: Llama, Qwen, Mistral)
+// or gelu in its tanh form (GeGLU: Gemma's gelu_pytorch_tanh).
+enum class Glu { SwiGLU, GeGLU };
 
 // One projection of a group that shares its input (q/k/v, gate/up).
 struct LinearPart {
@@ -155,8 +159,8 @@ class Backend {
   virtual std::unique_ptr<Recording> record(const std::function<void()>& /*ops*/) { return nullptr; }
   virtual void replay(const Recording& /*r*/) {}
 
-  // out[T, D] = table[ids[t], :] (as f32)
-  virtual void embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
+  // out[T, D] = table[ids[t], :] * scale (as f32; Gemma scales its embeddings by sqrt(D))
+  virtual void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out) = 0;
   // out[T, D] = x / rms(x) * (w + offset); offset is 1 for Gemma-style norms, else 0.
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, float offset, Tensor& out) = 0;
   // out[T, N] = x[T, K] · w[N, K]ᵀ (+ bias[N] when defined)
@@ -198,16 +202,18 @@ class Backend {
   // cache's Hkv (grouped-query attention).
   virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                          const AttentionMeta& meta, const AttentionParams& p, Tensor& out) = 0;
-  // out = silu(gate) * up, all [T, F]
-  virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
-  // The gated MLP's first half: out[T, F] = silu(x · gate.weightᵀ + gate.bias) * (x · up.weightᵀ +
+  // out = act(gate) * up, all [T, F] (Glu)
+  virtual void glu(Glu act, const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  // The gated MLP's first half: out[T, F] = act(x · gate.weightᵀ + gate.bias) * (x · up.weightᵀ +
   // up.bias), x [T, K], weights [F, K]. gate.out and up.out [T, F] are scratch: the default runs
-  // linear_group() into them, then silu_mul(); a backend may compute out without them (leaving
-  // them unwritten). out may alias gate.out or up.out.
-  virtual void linear_silu_mul(const Tensor& x, const LinearPart& gate, const LinearPart& up, Tensor& out) {
+  // linear_group() into them, then glu(); a backend may compute out without them (leaving them
+  // unwritten). out may alias gate.out or up.out.
+  virtual void linear_glu(Glu act, const Tensor& x, const LinearPart& gate, const LinearPart& up, Tensor& out) {
     linear_group(x, {gate, up});
-    silu_mul(gate.out, up.out, out);
+    glu(act, gate.out, up.out, out);
   }
+  // x = cap * tanh(x / cap) in place (f32): Gemma 2's soft-capped final logits.
+  virtual void softcap(Tensor& x, float cap) = 0;
   // out = a + b (out may alias a)
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   // x += delta, then out = rms_norm(x): a sublayer's residual add and the next one's norm in one

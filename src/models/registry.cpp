@@ -5,6 +5,7 @@
 
 namespace tessera {
 
+std::unique_ptr<Model> make_gemma2(const HfConfig&, const WeightStore&, Backend&);
 std::unique_ptr<Model> make_llama(const HfConfig&, const WeightStore&, Backend&);
 std::unique_ptr<Model> make_qwen2(const HfConfig&, const WeightStore&, Backend&);
 std::unique_ptr<Model> make_qwen3(const HfConfig&, const WeightStore&, Backend&);
@@ -13,6 +14,7 @@ namespace {
 
 const std::map<std::string, ModelFactory>& architectures() {
   static const std::map<std::string, ModelFactory> table = {
+      {"gemma2", make_gemma2},
       {"llama", make_llama},
       {"qwen2", make_qwen2},
       {"qwen3", make_qwen3},

@@ -38,11 +38,21 @@ Decoder::Decoder(const HfConfig& cfg, const DecoderOptions& opts, const WeightSt
   // Tied checkpoints usually omit lm_head; some keep a copy, which is then the same matrix.
   lm_head = opts.tie_embeddings && !w.has("lm_head.weight") ? embed_tokens
                                                              : load(w, "lm_head.weight", {opts.vocab_size, H});
+  if (opts.scale_embeddings) {  // as transformers multiplies: sqrt(H) as a number of the embeddings' dtype
+    const float s = std::sqrt(float(H));
+    embed_scale_ = embed_tokens.dtype() == DType::BF16  ? bf16_to_f32(f32_to_bf16(s))
+                   : embed_tokens.dtype() == DType::F16 ? f16_to_f32(f32_to_f16(s))
+                                                        : s;
+  }
   for (int l = 0; l < opts.num_layers; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
     Layer L;
     L.input_layernorm = load(w, p + "input_layernorm.weight", {H});
     L.post_attention_layernorm = load(w, p + "post_attention_layernorm.weight", {H});
+    if (opts.sandwich_norms) {
+      L.pre_feedforward_layernorm = load(w, p + "pre_feedforward_layernorm.weight", {H});
+      L.post_feedforward_layernorm = load(w, p + "post_feedforward_layernorm.weight", {H});
+    }
     load_group(w, {{&L.q_proj, p + "self_attn.q_proj", opts.num_heads * Dh},
                    {&L.k_proj, p + "self_attn.k_proj", opts.num_kv_heads * Dh},
                    {&L.v_proj, p + "self_attn.v_proj", opts.num_kv_heads * Dh}},
@@ -100,36 +110,41 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
   // or the final norm after the last layer).
   // The final norm's output feeds the LM head's few rows: f32 (see linear_input_dtype).
   Tensor normed = act == DType::F32 ? h : be_.empty(DType::F32, {T, H});
-  be_.embedding(embed_tokens, fb.token_ids, x);
-  be_.rms_norm(x, layers_.empty() ? norm : layers_[0].input_layernorm, opts_.rms_norm_eps, 0.0f, h);
+  const float eps = opts_.rms_norm_eps, off = opts_.norm_offset;
+  be_.embedding(embed_tokens, fb.token_ids, embed_scale_, x);
+  be_.rms_norm(x, layers_.empty() ? norm : layers_[0].input_layernorm, eps, off, h);
   for (int l = 0; l < opts_.num_layers; ++l) {
     Layer& L = layers_[l];
     const LinearPart qp{L.q_proj.weight, L.q_proj.bias, q2}, kp{L.k_proj.weight, L.k_proj.bias, k2},
         vp{L.v_proj.weight, L.v_proj.bias, v2};
     if (opts_.qk_norm) {  // q and k normalised per head between the product and rope
       be_.linear_group(h, {qp, kp, vp});
-      be_.rms_norm(q, L.q_norm, opts_.rms_norm_eps, 0.0f, q);
-      be_.rms_norm(k, L.k_norm, opts_.rms_norm_eps, 0.0f, k);
+      be_.rms_norm(q, L.q_norm, eps, off, q);
+      be_.rms_norm(k, L.k_norm, eps, off, k);
       be_.rope_store_kv(q, k, v, fb.attn.positions, rope, fb.slot_mapping, cache.k[l], cache.v[l]);
     } else {
       be_.linear_rope_store_kv(h, qp, kp, vp, fb.attn.positions, rope, fb.slot_mapping, cache.k[l], cache.v[l]);
     }
-    AttentionParams ap{1.0f / std::sqrt(float(Dh)), opts_.sliding_window[l], 0.0f};
-    be_.attention(q, cache.k[l], cache.v[l], fb.attn, ap, attn);
+    const float scale = opts_.attn_scale > 0.0f ? opts_.attn_scale : 1.0f / std::sqrt(float(Dh));
+    be_.attention(q, cache.k[l], cache.v[l], fb.attn, {scale, opts_.sliding_window[l], opts_.attn_softcap}, attn);
     linear(attn2, L.o_proj, d);
-    be_.add_rms_norm(x, d, L.post_attention_layernorm, opts_.rms_norm_eps, 0.0f, h);
+    if (opts_.sandwich_norms) be_.rms_norm(d, L.post_attention_layernorm, eps, off, d);
+    be_.add_rms_norm(x, d, opts_.sandwich_norms ? L.pre_feedforward_layernorm : L.post_attention_layernorm, eps, off,
+                     h);
 
-    // gate = silu(h · gate_projᵀ) * (h · up_projᵀ); up is scratch
-    be_.linear_silu_mul(h, {L.gate_proj.weight, L.gate_proj.bias, gate}, {L.up_proj.weight, L.up_proj.bias, up},
-                        gate);
+    // gate = act(h · gate_projᵀ) * (h · up_projᵀ); up is scratch
+    be_.linear_glu(opts_.glu, h, {L.gate_proj.weight, L.gate_proj.bias, gate}, {L.up_proj.weight, L.up_proj.bias, up},
+                   gate);
     linear(gate, L.down_proj, d);
+    if (opts_.sandwich_norms) be_.rms_norm(d, L.post_feedforward_layernorm, eps, off, d);
     const bool last = l + 1 == opts_.num_layers;
-    be_.add_rms_norm(x, d, last ? norm : layers_[l + 1].input_layernorm, opts_.rms_norm_eps, 0.0f, last ? normed : h);
+    be_.add_rms_norm(x, d, last ? norm : layers_[l + 1].input_layernorm, eps, off, last ? normed : h);
   }
   Tensor rows = be_.empty(DType::F32, {fb.num_logits, H});
   be_.gather_rows(normed, fb.logits_rows, rows);
   Tensor logits = be_.empty(DType::F32, {fb.num_logits, opts_.vocab_size});
   be_.linear(rows, lm_head, Tensor(), logits);
+  if (opts_.final_softcap > 0.0f) be_.softcap(logits, opts_.final_softcap);
   return logits;
 }
 

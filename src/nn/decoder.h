@@ -1,7 +1,7 @@
-// The pre-norm decoder-only transformer shared by the Llama family (llama, mistral, qwen2, qwen3):
-// embeddings, N x [RMSNorm -> attention (GQA, RoPE, paged KV) -> residual -> RMSNorm -> SwiGLU MLP
-// -> residual], final norm, LM head. Architectures differ only in the options below; each
-// model file turns its config into these options.
+// The pre-norm decoder-only transformer shared by the Llama family (llama, mistral, qwen2, qwen3)
+// and Gemma 2: embeddings, N x [RMSNorm -> attention (GQA, RoPE, paged KV) -> residual -> RMSNorm
+// -> gated MLP -> residual], final norm, LM head. Architectures differ only in the options below;
+// each model file turns its config into these options.
 #pragma once
 #include <memory>
 #include <string>
@@ -29,6 +29,16 @@ struct DecoderOptions {
   bool qk_norm = false;      // qwen3: RMSNorm over each head of q and k before RoPE
   bool tie_embeddings = false;
   std::vector<int> sliding_window;  // per layer; 0 = full attention
+  // Gemma 2's departures from Llama:
+  Glu glu = Glu::SwiGLU;          // GeGLU
+  float norm_offset = 0.0f;       // 1: every norm weighs by 1 + w
+  bool scale_embeddings = false;  // embeddings times sqrt(hidden_size), rounded to their dtype
+  // Each sublayer's output normed before its residual add (post_attention_layernorm,
+  // post_feedforward_layernorm); the MLP's input then by pre_feedforward_layernorm.
+  bool sandwich_norms = false;
+  float attn_scale = 0.0f;     // scores' scale; 0: 1 / sqrt(head_dim)
+  float attn_softcap = 0.0f;   // 0: none; else scores = cap * tanh(scores / cap)
+  float final_softcap = 0.0f;  // the same on the logits
 };
 
 // Reads the fields every Llama-family config shares (hidden_size, heads, head_dim, ...).
@@ -50,6 +60,7 @@ class Decoder {
   };
   struct Layer {
     Tensor input_layernorm, post_attention_layernorm, q_norm, k_norm;
+    Tensor pre_feedforward_layernorm, post_feedforward_layernorm;  // sandwich_norms
     Linear q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;
   };
   Linear load_linear(const WeightStore& w, const std::string& name, int out, int in, bool bias);
@@ -67,6 +78,7 @@ class Decoder {
   Backend& be_;
   Rope rope_;
   Tensor embed_tokens, norm, lm_head;
+  float embed_scale_ = 1.0f;
   std::vector<Layer> layers_;
 };
 

@@ -325,7 +325,8 @@ OpCase linear_rope_store_kv_case(DType dt, DType x_dt, int T, int K, int H, int 
           }};
 }
 
-OpCase embedding_case(DType dt, int V, int D, int T, uint64_t seed) {
+// scale: Gemma's sqrt(hidden_size) (1: none).
+OpCase embedding_case(DType dt, int V, int D, int T, uint64_t seed, float scale = 1.0f) {
   Rng rng(seed);
   Tensor table = random_tensor(dt, {V, D}, rng);
   std::vector<int32_t> ids(T);
@@ -333,17 +334,19 @@ OpCase embedding_case(DType dt, int V, int D, int T, uint64_t seed) {
   ids[0] = V - 1;
   Tensor t_ids = i32_tensor(ids);
   std::string name = "embedding " + dname(dt) + " V=" + std::to_string(V) + " D=" + std::to_string(D) +
-                     " T=" + std::to_string(T);
+                     " T=" + std::to_string(T) + (scale != 1.0f ? " scale=" + std::to_string(scale) : "");
   return {name, "embedding", dt, kExact, [=](Backend& be) {
             Tensor out = poisoned(be, {T, D});
-            be.embedding(upload(be, table), upload(be, t_ids), out);
+            be.embedding(upload(be, table), upload(be, t_ids), scale, out);
             return Outputs{download(be, out)};
           }};
 }
 
+const char* glu_name(Glu act) { return act == Glu::SwiGLU ? "swiglu" : "geglu"; }
+
 // in_dt: gate's and up's dtype; out_dt: out's. in_place writes into gate.
-OpCase silu_mul_case(int T, int F, uint64_t seed, DType in_dt = DType::F32, DType out_dt = DType::F32,
-                     bool in_place = false) {
+OpCase glu_case(Glu act, int T, int F, uint64_t seed, DType in_dt = DType::F32, DType out_dt = DType::F32,
+                bool in_place = false) {
   Rng rng(seed);
   Tensor gate = random_tensor(DType::F32, {T, F}, rng, 4);
   // Saturating gates: exp(-g) overflows or underflows (kept within f16's range).
@@ -358,34 +361,47 @@ OpCase silu_mul_case(int T, int F, uint64_t seed, DType in_dt = DType::F32, DTyp
   }
   Tensor up = random_tensor(in_dt, {T, F}, rng);
   const DType o_dt = in_place ? in_dt : out_dt;
-  std::string name = "silu_mul T=" + std::to_string(T) + " F=" + std::to_string(F) +
+  std::string name = std::string("glu ") + glu_name(act) + " T=" + std::to_string(T) + " F=" + std::to_string(F) +
                      (in_dt != DType::F32 ? " in " + dname(in_dt) : "") +
                      (o_dt != DType::F32 ? " out " + dname(o_dt) : "") + (in_place ? " in place" : "");
-  return {name, "silu_mul", DType::F32, o_dt == DType::F32 ? kPointwise : rounded16(o_dt), [=](Backend& be) {
+  return {name, "glu", DType::F32, o_dt == DType::F32 ? kPointwise : rounded16(o_dt), [=](Backend& be) {
             Tensor gd = upload(be, gate);
             Tensor out = in_place ? gd : poisoned(be, {T, F}, o_dt);
-            be.silu_mul(gd, upload(be, up), out);
+            be.glu(act, gd, upload(be, up), out);
             return Outputs{widened(be, out)};
           }};
 }
 
-// The MLP's gate/up products and silu_mul in one op: f32 x and out (the decode GEMV's form on a
-// GPU), weights of dt with or without biases of dt. The gate/up scratch starts as NaN and is not
+// The MLP's gate/up products and glu in one op: f32 x and out (the decode GEMV's form on a GPU),
+// weights of dt with or without biases of dt. The gate/up scratch starts as NaN and is not
 // compared (a backend may leave it); in_place writes into gate's scratch, as the decoder does.
-OpCase linear_silu_mul_case(DType dt, int T, int K, int F, bool bias, bool in_place, uint64_t seed) {
+OpCase linear_glu_case(Glu act, DType dt, int T, int K, int F, bool bias, bool in_place, uint64_t seed) {
   Rng rng(seed);
   Tensor x = random_tensor(DType::F32, {T, K}, rng);
   Tensor wg = random_tensor(dt, {F, K}, rng, 1.0f / std::sqrt(float(K)));
   Tensor wu = random_tensor(dt, {F, K}, rng, 1.0f / std::sqrt(float(K)));
   Tensor bg = bias ? random_tensor(dt, {F}, rng) : Tensor(), bu = bias ? random_tensor(dt, {F}, rng) : Tensor();
-  std::string name = "linear_silu_mul " + dname(dt) + " T=" + std::to_string(T) + " K=" + std::to_string(K) +
+  std::string name = std::string("linear_glu ") + glu_name(act) + " " + dname(dt) + " T=" + std::to_string(T) +
+                     " K=" + std::to_string(K) +
                      " F=" + std::to_string(F) + (bias ? " bias" : "") + (in_place ? " out=gate" : "");
-  return {name, "linear_silu_mul", dt, kReduction, [=](Backend& be) {
+  return {name, "linear_glu", dt, kReduction, [=](Backend& be) {
             Tensor bgd = bias ? upload(be, bg) : Tensor(), bud = bias ? upload(be, bu) : Tensor();
             Tensor g = poisoned(be, {T, F}), u = poisoned(be, {T, F});
             Tensor out = in_place ? g : poisoned(be, {T, F});
-            be.linear_silu_mul(upload(be, x), {upload(be, wg), bgd, g}, {upload(be, wu), bud, u}, out);
+            be.linear_glu(act, upload(be, x), {upload(be, wg), bgd, g}, {upload(be, wu), bud, u}, out);
             return Outputs{download(be, out)};
+          }};
+}
+
+// Logits spread over [-4 cap, 4 cap], so that tanh runs from nearly linear to saturated.
+OpCase softcap_case(int R, int V, float cap, uint64_t seed) {
+  Rng rng(seed);
+  Tensor x = random_tensor(DType::F32, {R, V}, rng, 4 * cap);
+  std::string name = "softcap R=" + std::to_string(R) + " V=" + std::to_string(V) + " cap=" + std::to_string(cap);
+  return {name, "softcap", DType::F32, kPointwise, [=](Backend& be) {
+            Tensor xd = upload(be, x);
+            be.softcap(xd, cap);
+            return Outputs{download(be, xd)};
           }};
 }
 
@@ -627,27 +643,36 @@ std::vector<OpCase> op_cases(const std::string& op) {
       cases.push_back(embedding_case(dt, 50, 64, 1, seed++));
       cases.push_back(embedding_case(dt, 300, 67, 9, seed++));
       cases.push_back(embedding_case(dt, 1000, 2048, 33, seed++));
+      cases.push_back(embedding_case(dt, 300, 67, 9, seed++, 59.75f));
     }
-  } else if (op == "silu_mul") {
-    for (auto [T, F] : {std::pair{1, 8}, {1, 67}, {3, 8192}, {17, 1000}}) cases.push_back(silu_mul_case(T, F, seed++));
-    // 16-bit activations; F = 8192 takes the 8-wide path, 67 and 1003 the scalar one.
-    for (DType dt : {DType::BF16, DType::F16})
-      for (auto [T, F] : {std::pair{3, 8192}, {1, 67}, {5, 1003}}) {
-        cases.push_back(silu_mul_case(T, F, seed++, dt, dt));
-        cases.push_back(silu_mul_case(T, F, seed++, dt, dt, true));
-        cases.push_back(silu_mul_case(T, F, seed++, DType::F32, dt));
-      }
-  } else if (op == "linear_silu_mul") {
+  } else if (op == "glu") {
+    for (Glu act : {Glu::SwiGLU, Glu::GeGLU}) {
+      for (auto [T, F] : {std::pair{1, 8}, {1, 67}, {3, 8192}, {17, 1000}}) cases.push_back(glu_case(act, T, F, seed++));
+      // 16-bit activations; F = 8192 takes the 8-wide path, 67 and 1003 the scalar one.
+      for (DType dt : {DType::BF16, DType::F16})
+        for (auto [T, F] : {std::pair{3, 8192}, {1, 67}, {5, 1003}}) {
+          cases.push_back(glu_case(act, T, F, seed++, dt, dt));
+          cases.push_back(glu_case(act, T, F, seed++, dt, dt, true));
+          cases.push_back(glu_case(act, T, F, seed++, DType::F32, dt));
+        }
+    }
+  } else if (op == "linear_glu") {
     // T 1-2: the GPU's fused GEMV (K = 64: 8 lanes of 32 busy; 256: one piece a lane; 4096: 16,
-    // past the 4 prefetched); 3 and 17: its group products and silu_mul. F not a multiple of the
+    // past the 4 prefetched); 3 and 17: its group products and glu. F not a multiple of the
     // GEMV's 8 warps per block next to round sizes. In place (out = gate's scratch, as in the
-    // decoder) with biases at odd T.
+    // decoder) with biases at odd T. GeGLU on the same shapes without the bias variants.
     for (DType dt : kFloatTypes)
       for (int T : {1, 2, 3, 17})
         for (auto [K, F] : {std::pair{64, 8}, {256, 67}, {4096, 200}}) {
-          for (bool bias : {false, true}) cases.push_back(linear_silu_mul_case(dt, T, K, F, bias, false, seed++));
-          cases.push_back(linear_silu_mul_case(dt, T, K, F, T % 2 == 1, true, seed++));
+          for (bool bias : {false, true})
+            cases.push_back(linear_glu_case(Glu::SwiGLU, dt, T, K, F, bias, false, seed++));
+          cases.push_back(linear_glu_case(Glu::SwiGLU, dt, T, K, F, T % 2 == 1, true, seed++));
+          cases.push_back(linear_glu_case(Glu::GeGLU, dt, T, K, F, false, true, seed++));
         }
+  } else if (op == "softcap") {
+    cases.push_back(softcap_case(1, 7, 30.0f, seed++));
+    cases.push_back(softcap_case(3, 1000, 4.0f, seed++));
+    cases.push_back(softcap_case(9, 128256, 30.0f, seed++));
   } else if (op == "add") {
     for (auto [T, D] : {std::pair{1, 7}, {1, 2048}, {9, 1003}})
       for (bool in_place : {false, true}) cases.push_back(add_case(T, D, in_place, seed++));
@@ -687,7 +712,7 @@ std::vector<OpCase> op_cases(const std::string& op) {
 const std::vector<std::string>& op_names() {
   static const std::vector<std::string> names = {
       "embedding",     "rms_norm",    "add_rms_norm", "linear",          "rope", "store_kv",
-      "rope_store_kv", "linear_rope_store_kv", "attention", "silu_mul", "linear_silu_mul", "add", "gather_rows",
+      "rope_store_kv", "linear_rope_store_kv", "attention", "glu", "linear_glu", "softcap", "add", "gather_rows",
       "argmax_rows",   "sample_rows", "edit_logits",  "logprobs"};
   return names;
 }

@@ -32,12 +32,12 @@ struct BackendUnderTest {
 // products (bf16: 8 bits of mantissa, f16: 11), and uses the GPU's exp/sin/cos. With a bf16
 // cache its tensor-core attention rounds q and the softmax weights to bf16 for its two products.
 double cuda_limit(const OpCase& c) {
-  if (c.op == "linear" || c.op == "linear_silu_mul" || c.op == "linear_rope_store_kv")
+  if (c.op == "linear" || c.op == "linear_glu" || c.op == "linear_rope_store_kv")
     return c.dtype == DType::BF16 ? 1e-4 : c.dtype == DType::F16 ? 1e-5 : 1e-9;
   if (c.op == "attention" && c.dtype == DType::BF16) return 1e-4;
   if (c.op == "rope") return 1e-10;
   if (c.op == "rope_store_kv") return std::max(c.max_nmse, 1e-10);
-  if (c.op == "silu_mul") return std::max(c.max_nmse, 1e-11);
+  if (c.op == "glu" || c.op == "softcap") return std::max(c.max_nmse, 1e-11);
   return c.max_nmse;
 }
 
@@ -145,7 +145,7 @@ class Faulty final : public Backend {
   Tensor upload(const Tensor& h) override { return ref_->upload(h); }
   void download(const Tensor& s, void* d) override { ref_->download(s, d); }
   MemoryInfo memory_info() override { return ref_->memory_info(); }
-  void embedding(const Tensor& t, const Tensor& i, Tensor& o) override { ref_->embedding(t, i, o); }
+  void embedding(const Tensor& t, const Tensor& i, float s, Tensor& o) override { ref_->embedding(t, i, s, o); }
   void rms_norm(const Tensor& x, const Tensor& w, float e, float off, Tensor& o) override { ref_->rms_norm(x, w, e, off, o); }
   void linear(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out) override {
     ref_->linear(x, w, b, out);
@@ -175,7 +175,8 @@ class Faulty final : public Backend {
   }
   void attention(const Tensor& q, const Tensor& kc, const Tensor& vc, const AttentionMeta& m,
                  const AttentionParams& p, Tensor& o) override { ref_->attention(q, kc, vc, m, p, o); }
-  void silu_mul(const Tensor& g, const Tensor& u, Tensor& o) override { ref_->silu_mul(g, u, o); }
+  void glu(Glu a, const Tensor& g, const Tensor& u, Tensor& o) override { ref_->glu(a, g, u, o); }
+  void softcap(Tensor& x, float cap) override { ref_->softcap(x, cap); }
   void add(const Tensor& a, const Tensor& b, Tensor& o) override { ref_->add(a, b, o); }
   void gather_rows(const Tensor& x, const Tensor& r, Tensor& o) override { ref_->gather_rows(x, r, o); }
   void argmax_rows(const Tensor& x, Tensor& o) override { ref_->argmax_rows(x, o); }

@@ -51,7 +51,7 @@ class RecordingCpu final : public Backend {
     ++replays;
   }
 
-  void embedding(const Tensor& t, const Tensor& i, Tensor& o) override { cpu_->embedding(t, i, o); }
+  void embedding(const Tensor& t, const Tensor& i, float s, Tensor& o) override { cpu_->embedding(t, i, s, o); }
   void rms_norm(const Tensor& x, const Tensor& w, float e, float off, Tensor& o) override { cpu_->rms_norm(x, w, e, off, o); }
   void linear(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& o) override { cpu_->linear(x, w, b, o); }
   void rope(Tensor& x, const Tensor& p, const RopeParams& rp) override { cpu_->rope(x, p, rp); }
@@ -60,7 +60,8 @@ class RecordingCpu final : public Backend {
   }
   void attention(const Tensor& q, const Tensor& kc, const Tensor& vc, const AttentionMeta& m,
                  const AttentionParams& p, Tensor& o) override { cpu_->attention(q, kc, vc, m, p, o); }
-  void silu_mul(const Tensor& g, const Tensor& u, Tensor& o) override { cpu_->silu_mul(g, u, o); }
+  void glu(Glu a, const Tensor& g, const Tensor& u, Tensor& o) override { cpu_->glu(a, g, u, o); }
+  void softcap(Tensor& x, float cap) override { cpu_->softcap(x, cap); }
   void add(const Tensor& a, const Tensor& b, Tensor& o) override { cpu_->add(a, b, o); }
   void gather_rows(const Tensor& x, const Tensor& r, Tensor& o) override { cpu_->gather_rows(x, r, o); }
   void argmax_rows(const Tensor& x, Tensor& o) override { cpu_->argmax_rows(x, o); }

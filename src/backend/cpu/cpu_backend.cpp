@@ -62,9 +62,9 @@ class CpuBackend final : public Backend {
     return m;
   }
 
-  void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override {
-    if (reference_) cpu::ref::embedding(table, ids, out);
-    else cpu::fast::embedding(*pool_, table, ids, out);
+  void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out) override {
+    if (reference_) cpu::ref::embedding(table, ids, scale, out);
+    else cpu::fast::embedding(*pool_, table, ids, scale, out);
   }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, float offset, Tensor& out) override {
     into(out, [&](Tensor& o) {
@@ -94,13 +94,15 @@ class CpuBackend final : public Backend {
       else cpu::fast::attention(*pool_, q, kc, vc, m, p, o);
     });
   }
-  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
+  void glu(Glu act, const Tensor& gate, const Tensor& up, Tensor& out) override {
     const Tensor gf = widened(gate), uf = widened(up);
     into(out, [&](Tensor& o) {
-      if (reference_) cpu::ref::silu_mul(gf, uf, o);
-      else cpu::fast::silu_mul(*pool_, gf, uf, o);
+      if (reference_) cpu::ref::glu(act, gf, uf, o);
+      else cpu::fast::glu(*pool_, act, gf, uf, o);
     });
   }
+  // A few rows of logits: the reference's loop serves both.
+  void softcap(Tensor& x, float cap) override { cpu::ref::softcap(x, cap); }
   void add(const Tensor& a, const Tensor& b, Tensor& out) override {
     if (reference_) cpu::ref::add(a, b, out);
     else cpu::fast::add(*pool_, a, b, out);

@@ -37,13 +37,18 @@ void widen_row(const Tensor& t, int64_t offset, int64_t n, float* dst) {
 
 }  // namespace
 
-void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, Tensor& out) {
+void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, float scale, Tensor& out) {
   int64_t T = ids.numel(), D = table.dim(1), V = table.dim(0);
   const int32_t* id = ids.data<int32_t>();
   for (int64_t t = 0; t < T; ++t)
     TESSERA_CHECK(id[t] >= 0 && id[t] < V, "token id " + std::to_string(id[t]) + " out of vocabulary range");
   pool.parallel_for(T, std::max<int64_t>(1, kMinPerThread / D), [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) widen_row(table, int64_t(id[t]) * D, D, out.data<float>() + t * D);
+    for (int64_t t = t0; t < t1; ++t) {
+      float* o = out.data<float>() + t * D;
+      widen_row(table, int64_t(id[t]) * D, D, o);
+      if (scale != 1.0f)
+        for (int64_t i = 0; i < D; ++i) o[i] *= scale;
+    }
   });
 }
 
@@ -75,20 +80,28 @@ void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, float eps, flo
   });
 }
 
-void silu_mul(ThreadPool& pool, const Tensor& gate, const Tensor& up, Tensor& out) {
+// Both activations as g * sigmoid(s): s = g for silu, s = 2 sqrt(2 / pi) (g + 0.044715 g^3) for
+// gelu's tanh form (0.5 (1 + tanh(z)) = sigmoid(2 z)).
+void glu(ThreadPool& pool, Glu act, const Tensor& gate, const Tensor& up, Tensor& out) {
   const float* g = gate.data<float>();
   const float* u = up.data<float>();
   float* o = out.data<float>();
+  const bool gelu = act == Glu::GeGLU;
+  const float kTwoBeta = 1.5957691216057308f, kKappa = 0.044715f;
   pool.parallel_for(gate.numel(), kMinPerThread, [&](int64_t i0, int64_t i1) {
-    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 one = _mm256_set1_ps(1.0f), two_beta = _mm256_set1_ps(kTwoBeta), kappa = _mm256_set1_ps(kKappa);
     int64_t i = i0;
     for (; i + 8 <= i1; i += 8) {
-      __m256 gv = _mm256_loadu_ps(g + i);
-      __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), gv));
-      __m256 s = _mm256_div_ps(gv, _mm256_add_ps(one, e));
-      _mm256_storeu_ps(o + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
+      __m256 gv = _mm256_loadu_ps(g + i), sv = gv;
+      if (gelu) sv = _mm256_mul_ps(two_beta, _mm256_fmadd_ps(_mm256_mul_ps(kappa, gv), _mm256_mul_ps(gv, gv), gv));
+      __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), sv));
+      __m256 a = _mm256_div_ps(gv, _mm256_add_ps(one, e));
+      _mm256_storeu_ps(o + i, _mm256_mul_ps(a, _mm256_loadu_ps(u + i)));
     }
-    for (; i < i1; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    for (; i < i1; ++i) {
+      const float s = gelu ? kTwoBeta * (g[i] + kKappa * g[i] * g[i] * g[i]) : g[i];
+      o[i] = g[i] / (1.0f + std::exp(-s)) * u[i];
+    }
   });
 }
 

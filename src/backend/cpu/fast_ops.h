@@ -15,7 +15,7 @@ Isa isa();              // in use
 void set_isa(Isa isa);  // clamped to best_isa()
 const char* isa_name(Isa isa);
 
-void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, Tensor& out);
+void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, float scale, Tensor& out);
 void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 // Caches may be f32, f16 or bf16.
 void store_kv(ThreadPool& pool, const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache,
@@ -23,7 +23,7 @@ void store_kv(ThreadPool& pool, const Tensor& k, const Tensor& v, const Tensor& 
 void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                const AttentionMeta& meta, const AttentionParams& p, Tensor& out);
 void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, float eps, float offset, Tensor& out);
-void silu_mul(ThreadPool& pool, const Tensor& gate, const Tensor& up, Tensor& out);
+void glu(ThreadPool& pool, Glu act, const Tensor& gate, const Tensor& up, Tensor& out);
 void add(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor& out);
 void rope(ThreadPool& pool, Tensor& x, const Tensor& positions, const RopeParams& p);
 

@@ -44,12 +44,14 @@ void from_f32(const float* src, int64_t n, Tensor& t, int64_t offset) {
   }
 }
 
-void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
+void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out) {
   int64_t T = ids.numel(), D = table.dim(1), V = table.dim(0);
   for (int64_t t = 0; t < T; ++t) {
     int32_t id = ids.data<int32_t>()[t];
     TESSERA_CHECK(id >= 0 && id < V, "token id " + std::to_string(id) + " out of vocabulary range");
-    to_f32(table, id * D, D, out.data<float>() + t * D);
+    float* o = out.data<float>() + t * D;
+    to_f32(table, id * D, D, o);
+    for (int64_t i = 0; i < D; ++i) o[i] *= scale;
   }
 }
 
@@ -156,12 +158,25 @@ void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, co
   }
 }
 
-void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+// GeGLU as PyTorch's gelu(approximate="tanh") writes it; the fast paths use the equal
+// g * sigmoid(2 z) form.
+void glu(Glu act, const Tensor& gate, const Tensor& up, Tensor& out) {
   int64_t n = gate.numel();
   for (int64_t i = 0; i < n; ++i) {
-    float g = gate.data<float>()[i];
-    out.data<float>()[i] = g / (1.0f + std::exp(-g)) * up.data<float>()[i];
+    float g = gate.data<float>()[i], a;
+    if (act == Glu::SwiGLU) {
+      a = g / (1.0f + std::exp(-g));
+    } else {
+      const float kBeta = 0.7978845608028654f, kKappa = 0.044715f;  // sqrt(2 / pi)
+      a = 0.5f * g * (1.0f + std::tanh(kBeta * (g + kKappa * g * g * g)));
+    }
+    out.data<float>()[i] = a * up.data<float>()[i];
   }
+}
+
+void softcap(Tensor& x, float cap) {
+  float* p = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) p[i] = cap * std::tanh(p[i] / cap);
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {

@@ -11,7 +11,7 @@ void to_f32(const Tensor& t, int64_t offset, int64_t n, float* dst);
 // nearest even (as torch's .to() does).
 void from_f32(const float* src, int64_t n, Tensor& t, int64_t offset);
 
-void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
+void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out);
 void rms_norm(const Tensor& x, const Tensor& w, float eps, float offset, Tensor& out);
 void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 void rope(Tensor& x, const Tensor& positions, const RopeParams& p);
@@ -19,7 +19,8 @@ void rope(Tensor& x, const Tensor& positions, const RopeParams& p);
 void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
 void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const AttentionMeta& meta,
                const AttentionParams& p, Tensor& out);
-void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
+void glu(Glu act, const Tensor& gate, const Tensor& up, Tensor& out);
+void softcap(Tensor& x, float cap);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out);
 void sample_rows(const Tensor& x, const std::vector<RowSampling>& rows, Tensor& out);

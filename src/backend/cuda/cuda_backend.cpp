@@ -235,11 +235,11 @@ class CudaBackend final : public Backend {
     return Tensor::view(p, dtype, std::move(shape), std::move(owner), Device::CPU);
   }
 
-  void embedding(const Tensor& table, const Tensor& ids, Tensor& out) override {
+  void embedding(const Tensor& table, const Tensor& ids, float scale, Tensor& out) override {
     require_device(table, "embedding", "table");
     require_i32(ids, "embedding", "ids");
     require_f32(out, "embedding", "out");
-    cuda::embedding(table.raw(), table.dtype(), ptr<int32_t>(ids), ids.numel(), table.dim(1), table.dim(0),
+    cuda::embedding(table.raw(), table.dtype(), ptr<int32_t>(ids), ids.numel(), table.dim(1), table.dim(0), scale,
                     ptr(out), stream_);
   }
 
@@ -438,38 +438,43 @@ class CudaBackend final : public Backend {
     else cuda::attention(a, splits, part, stream_);
   }
 
-  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
-    require_float(gate, "silu_mul", "gate");
-    require_float(up, "silu_mul", "up");
-    require_float(out, "silu_mul", "out");
+  void glu(Glu act, const Tensor& gate, const Tensor& up, Tensor& out) override {
+    require_float(gate, "glu", "gate");
+    require_float(up, "glu", "up");
+    require_float(out, "glu", "out");
     TESSERA_CHECK(gate.dtype() == up.dtype() && up.numel() == gate.numel() && out.numel() == gate.numel(),
-                  "silu_mul: gate " + shape_str(gate.shape()) + " " + std::string(dtype_name(gate.dtype())) + ", up " +
+                  "glu: gate " + shape_str(gate.shape()) + " " + std::string(dtype_name(gate.dtype())) + ", up " +
                       shape_str(up.shape()) + " " + std::string(dtype_name(up.dtype())) + ", out " +
                       shape_str(out.shape()));
-    cuda::silu_mul(gate.raw(), up.raw(), gate.dtype(), out.raw(), out.dtype(), gate.numel(), stream_);
+    cuda::glu(act, gate.raw(), up.raw(), gate.dtype(), out.raw(), out.dtype(), gate.numel(), stream_);
+  }
+
+  void softcap(Tensor& x, float cap) override {
+    require_f32(x, "softcap", "x");
+    cuda::softcap(ptr(x), x.numel(), cap, stream_);
   }
 
   // Decode batches (f32 x and out, 16-bit weights, biases of their dtype or none): one GEMV whose
-  // warps each read a row of gate and of up and write only silu(gate) * up, so the intermediates
-  // and the silu_mul launch are gone. Elsewhere the default: the group's products, then silu_mul.
-  void linear_silu_mul(const Tensor& x, const LinearPart& gate, const LinearPart& up, Tensor& out) override {
+  // warps each read a row of gate and of up and write only act(gate) * up, so the intermediates
+  // and the glu launch are gone. Elsewhere the default: the group's products, then glu.
+  void linear_glu(Glu act, const Tensor& x, const LinearPart& gate, const LinearPart& up, Tensor& out) override {
     const int64_t K = x.dim(-1), T = x.numel() / K, F = gate.weight.dim(0);
     const DType dt = gate.weight.dtype();
     auto fits = [&](const Tensor& bias) { return !bias.defined() || (bias.dtype() == dt && bias.numel() == F); };
     if (x.dtype() == DType::F32 && out.dtype() == DType::F32 && up.weight.dtype() == dt &&
         gate.weight.shape() == Shape{F, K} && up.weight.shape() == Shape{F, K} && out.numel() == T * F &&
         fits(gate.bias) && fits(up.bias)) {
-      require_device(x, "linear_silu_mul", "input");
-      require_device(out, "linear_silu_mul", "out");
+      require_device(x, "linear_glu", "input");
+      require_device(out, "linear_glu", "out");
       for (const LinearPart* p : {&gate, &up}) {
-        require_device(p->weight, "linear_silu_mul", "weight");
-        if (p->bias.defined()) require_device(p->bias, "linear_silu_mul", "bias");
+        require_device(p->weight, "linear_glu", "weight");
+        if (p->bias.defined()) require_device(p->bias, "linear_glu", "bias");
       }
       const cuda::GatedPair g{gate.weight.raw(), up.weight.raw(), gate.bias.defined() ? gate.bias.raw() : nullptr,
                               up.bias.defined() ? up.bias.raw() : nullptr, F};
-      if (cuda::gemv_silu_mul(ptr(x), g, dt, T, K, ptr(out), stream_)) return;
+      if (cuda::gemv_glu(act, ptr(x), g, dt, T, K, ptr(out), stream_)) return;
     }
-    Backend::linear_silu_mul(x, gate, up, out);
+    Backend::linear_glu(act, x, gate, up, out);
   }
 
   void add(const Tensor& a, const Tensor& b, Tensor& out) override {

@@ -88,8 +88,13 @@ __device__ __forceinline__ void store2_as(void* p, DType dt, int64_t i, float v0
   else *reinterpret_cast<float2*>(static_cast<float*>(p) + i) = make_float2(v0, v1);
 }
 
-// silu(g) * u, the gated MLP's product (silu_mul, and the gate/up GEMV that ends in it).
-__device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+// act(g) * u, the gated MLP's product (glu, and the gate/up GEMV that ends in it): silu, or with
+// kGelu gelu's tanh form as g * sigmoid(2 z) (0.5 (1 + tanh(z)) = sigmoid(2 z)).
+template <bool kGelu>
+__device__ __forceinline__ float glu_times(float g, float u) {
+  const float s = kGelu ? 1.5957691216057308f * (g + 0.044715f * g * g * g) : g;  // 2 sqrt(2 / pi) (...)
+  return g / (1.0f + expf(-s)) * u;
+}
 
 // Programmatic dependent launch (Hopper; no-ops before). A kernel launched after its stream's
 // previous kernel with the programmatic-serialization attribute may start while that kernel

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "backend/backend.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_types.cuh"
 #include "backend/cuda/kernels.h"
@@ -15,11 +16,12 @@ constexpr int kThreads = 256;
 int blocks_for(int64_t n) { return int(std::min<int64_t>((n + kThreads - 1) / kThreads, 65536)); }
 
 template <class T>
-__global__ void embedding_kernel(const T* table, const int32_t* ids, int64_t D, int64_t V, float* out) {
+__global__ void embedding_kernel(const T* table, const int32_t* ids, int64_t D, int64_t V, float scale, float* out) {
   int64_t t = blockIdx.x;
   int32_t id = ids[t];
   float* o = out + t * D;
-  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) o[i] = (id >= 0 && id < V) ? to_f32(table[id * D + i]) : NAN;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
+    o[i] = (id >= 0 && id < V) ? to_f32(table[id * D + i]) * scale : NAN;
 }
 
 // Sum over the block (at most 1024 threads); every thread gets the total.
@@ -202,19 +204,19 @@ __global__ void store_kv_kernel(const float* k, const float* v, const int32_t* s
   }
 }
 
-template <class I, class O>
-__global__ void silu_mul_kernel(const I* gate, const I* up, O* out, int64_t n) {
+template <bool kGelu, class I, class O>
+__global__ void glu_kernel(const I* gate, const I* up, O* out, int64_t n) {
   allow_next();
   wait_for_previous();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = from_f32<O>(silu_times(to_f32(gate[i]), to_f32(up[i])));
+    out[i] = from_f32<O>(glu_times<kGelu>(to_f32(gate[i]), to_f32(up[i])));
 }
 
 // 8 elements per thread and 16-byte accesses (n a multiple of 8, pointers 16-byte aligned): the
 // prefill's [2048, 14336] runs at the copy bandwidth. Each thread writes only what it read, so
 // out may alias gate or up.
-template <class I, class O>
-__global__ void silu_mul8_kernel(const I* gate, const I* up, O* out, int64_t n8) {
+template <bool kGelu, class I, class O>
+__global__ void glu8_kernel(const I* gate, const I* up, O* out, int64_t n8) {
   allow_next();
   wait_for_previous();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n8; i += int64_t(gridDim.x) * blockDim.x) {
@@ -222,9 +224,14 @@ __global__ void silu_mul8_kernel(const I* gate, const I* up, O* out, int64_t n8)
     load8(gate + 8 * i, g);
     load8(up + 8 * i, u);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) g[j] = silu_times(g[j], u[j]);
+    for (int j = 0; j < 8; ++j) g[j] = glu_times<kGelu>(g[j], u[j]);
     store8(out + 8 * i, g);
   }
+}
+
+__global__ void softcap_kernel(float* x, int64_t n, float cap) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = cap * tanhf(x[i] / cap);
 }
 
 __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
@@ -344,11 +351,11 @@ void with_activation(void* p, DType dt, const char* op, F&& f) {
   }
 }
 
-void embedding(const void* table, DType dt, const int32_t* ids, int64_t T, int64_t D, int64_t V, float* out,
-               cudaStream_t s) {
+void embedding(const void* table, DType dt, const int32_t* ids, int64_t T, int64_t D, int64_t V, float scale,
+               float* out, cudaStream_t s) {
   if (T == 0) return;
   int th = row_threads(D);
-  with_weight(table, dt, "embedding", [&](auto* t) { embedding_kernel<<<T, th, 0, s>>>(t, ids, D, V, out); });
+  with_weight(table, dt, "embedding", [&](auto* t) { embedding_kernel<<<T, th, 0, s>>>(t, ids, D, V, scale, out); });
   check_launch("embedding");
 }
 
@@ -429,19 +436,31 @@ void rope_store_kv(const RopeStoreArgs& a, cudaStream_t s) {
   check_launch("rope_store_kv");
 }
 
-void silu_mul(const void* gate, const void* up, DType in_dt, void* out, DType out_dt, int64_t n, cudaStream_t s) {
-  if (n == 0) return;
+template <bool kGelu>
+void launch_glu(const void* gate, const void* up, DType in_dt, void* out, DType out_dt, int64_t n, cudaStream_t s) {
   const bool by8 = n % 8 == 0 && aligned16(gate) && aligned16(up) && aligned16(out);
-  with_weight(gate, in_dt, "silu_mul", [&](auto* g) {
+  with_weight(gate, in_dt, "glu", [&](auto* g) {
     const auto* u = static_cast<decltype(g)>(up);
-    with_activation(out, out_dt, "silu_mul", [&](auto* o) {
+    with_activation(out, out_dt, "glu", [&](auto* o) {
       using I = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
       using O = std::remove_pointer_t<decltype(o)>;
-      if (by8) launch_dependent(silu_mul8_kernel<I, O>, dim3(blocks_for(n / 8)), dim3(kThreads), 0, s, g, u, o, n / 8);
-      else launch_dependent(silu_mul_kernel<I, O>, dim3(blocks_for(n)), dim3(kThreads), 0, s, g, u, o, n);
+      if (by8) launch_dependent(glu8_kernel<kGelu, I, O>, dim3(blocks_for(n / 8)), dim3(kThreads), 0, s, g, u, o, n / 8);
+      else launch_dependent(glu_kernel<kGelu, I, O>, dim3(blocks_for(n)), dim3(kThreads), 0, s, g, u, o, n);
     });
   });
-  check_launch("silu_mul");
+}
+
+void glu(Glu act, const void* gate, const void* up, DType in_dt, void* out, DType out_dt, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  if (act == Glu::GeGLU) launch_glu<true>(gate, up, in_dt, out, out_dt, n, s);
+  else launch_glu<false>(gate, up, in_dt, out, out_dt, n, s);
+  check_launch("glu");
+}
+
+void softcap(float* x, int64_t n, float cap, cudaStream_t s) {
+  if (n == 0) return;
+  softcap_kernel<<<blocks_for(n), kThreads, 0, s>>>(x, n, cap);
+  check_launch("softcap");
 }
 
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s) {

@@ -4,8 +4,9 @@
 // reads 16 bytes (8 weights) at a time, so a warp streams 512 contiguous bytes per step, and
 // multiplies them with each token's activations (small, served from L1/L2). The activations
 // stay f32, so this is also more exact than the GEMM path, which rounds them to 16 bits.
-// The MLP's form (gemv_silu_mul) gives each warp row n of gate and of up, read side by side
-// (each activation load serves both), and writes only silu(gate) * up.
+// The MLP's form (gemv_glu) gives each warp row n of gate and of up, read side by side (each
+// activation load serves both), and writes only act(gate) * up.
+#include "backend/backend.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_types.cuh"
 #include "backend/cuda/kernels.h"
@@ -89,10 +90,10 @@ __global__ void __launch_bounds__(kWarpsPerBlock<kTokens> * 32)
   }
 }
 
-// out[t, n] = silu(gate row n · x[t] + gate bias) * (up row n · x[t] + up bias), one warp per n.
-template <class W, int kTokens>
+// out[t, n] = act(gate row n · x[t] + gate bias) * (up row n · x[t] + up bias), one warp per n.
+template <class W, int kTokens, bool kGelu>
 __global__ void __launch_bounds__(kWarpsPerBlock<kTokens> * 32)
-    gemv_silu_mul_kernel(const float* __restrict__ x, GatedPair g, int64_t K, float* __restrict__ out) {
+    gemv_glu_kernel(const float* __restrict__ x, GatedPair g, int64_t K, float* __restrict__ out) {
   const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock<kTokens> + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (n >= g.N) return;
@@ -105,7 +106,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock<kTokens> * 32)
     const float gb = g.gate_bias ? to_f32(static_cast<const W*>(g.gate_bias)[n]) : 0.0f;
     const float ub = g.up_bias ? to_f32(static_cast<const W*>(g.up_bias)[n]) : 0.0f;
 #pragma unroll
-    for (int t = 0; t < kTokens; ++t) out[t * g.N + n] = silu_times(acc[0][t] + gb, acc[1][t] + ub);
+    for (int t = 0; t < kTokens; ++t) out[t * g.N + n] = glu_times<kGelu>(acc[0][t] + gb, acc[1][t] + ub);
   }
 }
 
@@ -118,10 +119,11 @@ void launch(const float* x, const StackedParts& g, int64_t K, cudaStream_t s) {
 }
 
 template <class W, int kTokens>
-void launch(const float* x, const GatedPair& g, int64_t K, float* out, cudaStream_t s) {
+void launch(const float* x, const GatedPair& g, int64_t K, float* out, Glu act, cudaStream_t s) {
   constexpr int warps = kWarpsPerBlock<kTokens>;
-  launch_dependent(gemv_silu_mul_kernel<W, kTokens>, dim3(unsigned((g.N + warps - 1) / warps)), dim3(warps * 32), 0, s,
-                   x, g, K, out);
+  const dim3 grid(unsigned((g.N + warps - 1) / warps)), block(warps * 32);
+  if (act == Glu::GeGLU) launch_dependent(gemv_glu_kernel<W, kTokens, true>, grid, block, 0, s, x, g, K, out);
+  else launch_dependent(gemv_glu_kernel<W, kTokens, false>, grid, block, 0, s, x, g, K, out);
 }
 
 // launch<W, T>(args...) for the weights' dtype and the token count.
@@ -153,10 +155,11 @@ bool gemv(const float* x, const StackedParts& g, DType dt, int64_t T, int64_t K,
   return true;
 }
 
-bool gemv_silu_mul(const float* x, const GatedPair& g, DType dt, int64_t T, int64_t K, float* out, cudaStream_t s) {
+bool gemv_glu(Glu act, const float* x, const GatedPair& g, DType dt, int64_t T, int64_t K, float* out,
+              cudaStream_t s) {
   if (!applies(x, dt, T, K) || !aligned16(g.gate) || !aligned16(g.up)) return false;
-  if (g.N > 0) dispatch(dt, T, x, g, K, out, s);
-  check_launch("gemv_silu_mul");
+  if (g.N > 0) dispatch(dt, T, x, g, K, out, act, s);
+  check_launch("gemv_glu");
   return true;
 }
 

@@ -9,13 +9,14 @@
 
 namespace tessera {
 struct LogitEdit;  // backend.h
+enum class Glu;    // backend.h
 }
 
 namespace tessera::cuda {
 
 // Out-of-range ids give rows of NaN (the engine validates ids before they get here).
-void embedding(const void* table, DType dtype, const int32_t* ids, int64_t T, int64_t D, int64_t V, float* out,
-               cudaStream_t s);
+void embedding(const void* table, DType dtype, const int32_t* ids, int64_t T, int64_t D, int64_t V, float scale,
+               float* out, cudaStream_t s);
 // out (f32, bf16 or f16) may alias x.
 void rms_norm(const float* x, const void* w, DType w_dtype, float eps, float offset, int64_t rows, int64_t D,
               void* out, DType out_dtype, cudaStream_t s);
@@ -47,7 +48,10 @@ struct RopeStoreArgs {
   DType cache_dtype;
 };
 void rope_store_kv(const RopeStoreArgs& a, cudaStream_t s);
-void silu_mul(const void* gate, const void* up, DType in_dtype, void* out, DType out_dtype, int64_t n, cudaStream_t s);
+void glu(Glu act, const void* gate, const void* up, DType in_dtype, void* out, DType out_dtype, int64_t n,
+         cudaStream_t s);
+// x[n] (f32) = cap * tanh(x / cap)
+void softcap(float* x, int64_t n, float cap, cudaStream_t s);
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
 // out[r] = the first column of row r's maximum, x [R, N].
 void argmax_rows(const float* x, int64_t R, int64_t N, int32_t* out, cudaStream_t s);
@@ -93,10 +97,11 @@ struct GatedPair {
   const void* up_bias = nullptr;
   int64_t N = 0;
 };
-// out[T, N] (f32) = silu(x · gateᵀ + gate_bias) * (x · upᵀ + up_bias) as one gemv() whose warps
-// each read row n of both matrices: no gate/up intermediates, no silu_mul launch. Returns false
+// out[T, N] (f32) = act(x · gateᵀ + gate_bias) * (x · upᵀ + up_bias) as one gemv() whose warps
+// each read row n of both matrices: no gate/up intermediates, no glu launch. Returns false
 // (nothing launched) where gemv() would.
-bool gemv_silu_mul(const float* x, const GatedPair& g, DType dtype, int64_t T, int64_t K, float* out, cudaStream_t s);
+bool gemv_glu(Glu act, const float* x, const GatedPair& g, DType dtype, int64_t T, int64_t K, float* out,
+              cudaStream_t s);
 // Scatters the columns of x [T, rows_end[count - 1]] (one product of the stacked matrices; f32,
 // bf16 or f16) to each part's out, of the same dtype.
 void split_columns(const void* x, DType dtype, int64_t T, const StackedParts& parts, cudaStream_t s);

@@ -1,0 +1,29 @@
+// Gemma 2: GeGLU MLP, norms that weigh by 1 + w before and after each sublayer, embeddings scaled
+// by sqrt(hidden_size), attention scaled by query_pre_attn_scalar and soft-capped, sliding-window
+// layers alternating with full ones, soft-capped final logits, tied embeddings.
+#include <cmath>
+
+#include "models/decoder_model.h"
+
+namespace tessera {
+
+std::unique_ptr<Model> make_gemma2(const HfConfig& cfg, const WeightStore& w, Backend& be) {
+  nn::DecoderOptions o = nn::llama_family_options(cfg);
+  const std::string act = cfg.get_or<std::string>("hidden_activation", cfg.get_or<std::string>("hidden_act", ""));
+  TESSERA_CHECK(act == "gelu_pytorch_tanh" || act == "gelu_tanh",
+                "gemma2: unsupported hidden_activation \"" + act + "\" (gelu_pytorch_tanh expected)");
+  o.glu = Glu::GeGLU;
+  o.norm_offset = 1.0f;
+  o.scale_embeddings = true;
+  o.sandwich_norms = true;
+  o.tie_embeddings = cfg.get_or<bool>("tie_word_embeddings", true);
+  o.attn_scale = 1.0f / std::sqrt(cfg.get_or<float>("query_pre_attn_scalar", float(o.head_dim)));
+  o.attn_softcap = cfg.get_or<float>("attn_logit_softcapping", 0.0f);
+  o.final_softcap = cfg.get_or<float>("final_logit_softcapping", 0.0f);
+  // Configs written before layer_types existed: even layers slide, odd ones see everything.
+  if (!cfg.has("layer_types"))
+    for (int l = 1; l < o.num_layers; l += 2) o.sliding_window[size_t(l)] = 0;
+  return std::make_unique<DecoderModel>(cfg, o, w, be);
+}
+
+}  // namespace tessera
