@@ -10,14 +10,15 @@ namespace tessera {
 std::unique_ptr<Model> make_gemma2(const HfConfig& cfg, const WeightStore& w, Backend& be) {
   nn::DecoderOptions o = nn::llama_family_options(cfg);
   const std::string act = cfg.get_or<std::string>("hidden_activation", cfg.get_or<std::string>("hidden_act", ""));
-  TESSERA_CHECK(act == "gelu_pytorch_tanh" || act == "gelu_tanh",
+  // gelu_new is the same tanh form under transformers' older name.
+  TESSERA_CHECK(act == "gelu_pytorch_tanh" || act == "gelu_new",
                 "gemma2: unsupported hidden_activation \"" + act + "\" (gelu_pytorch_tanh expected)");
   o.glu = Glu::GeGLU;
   o.norm_offset = 1.0f;
   o.scale_embeddings = true;
   o.sandwich_norms = true;
   o.tie_embeddings = cfg.get_or<bool>("tie_word_embeddings", true);
-  o.attn_scale = 1.0f / std::sqrt(cfg.get_or<float>("query_pre_attn_scalar", float(o.head_dim)));
+  o.attn_scale = 1.0f / std::sqrt(cfg.get_or<float>("query_pre_attn_scalar", 256.0f));  // transformers' default
   o.attn_softcap = cfg.get_or<float>("attn_logit_softcapping", 0.0f);
   o.final_softcap = cfg.get_or<float>("final_logit_softcapping", 0.0f);
   // Configs written before layer_types existed: even layers slide, odd ones see everything.

@@ -103,6 +103,11 @@ TEST_F(CliErrors, UnknownModelType) {
   expect_error("--prompt-ids 1 --output-ids", "unsupported model_type \"mamba9\"");
 }
 
+TEST_F(CliErrors, UnsupportedActivation) {
+  edit_config([](json& j) { j["model_type"] = "gemma2", j["hidden_activation"] = "relu"; });
+  expect_error("--prompt-ids 1 --output-ids", "gemma2: unsupported hidden_activation \"relu\"");
+}
+
 TEST_F(CliErrors, MissingConfigField) {
   edit_config([](json& j) { j.erase("num_hidden_layers"); });
   expect_error("--prompt-ids 1 --output-ids", "missing field \"num_hidden_layers\"");
