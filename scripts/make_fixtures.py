@@ -48,6 +48,15 @@ VARIANTS = {
                               attn_logit_softcapping=6.0, final_logit_softcapping=4.0,
                               hidden_activation="gelu_pytorch_tanh"),
                torch.float32, {}),
+    # Gemma 3 (text): Gemma 2's layout with q/k norms instead of soft caps, and its own RoPE per
+    # layer type (here linear scaling on the full-attention layers, a lower base on the others).
+    "gemma3": ("gemma3_text", dict(tie_word_embeddings=True, head_dim=16, query_pre_attn_scalar=24, sliding_window=8,
+                                   layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                                   rope_parameters=dict(
+                                       full_attention=dict(rope_type="linear", rope_theta=100000.0, factor=2.0),
+                                       sliding_attention=dict(rope_type="default", rope_theta=10000.0)),
+                                   hidden_activation="gelu_pytorch_tanh"),
+               torch.float32, {}),
 }
 
 PROMPTS = [[1, 17, 200, 45, 99], list(range(3, 60, 2)), [1] + [(i * 37) % 380 + 3 for i in range(44)]]

@@ -6,6 +6,7 @@
 namespace tessera {
 
 std::unique_ptr<Model> make_gemma2(const HfConfig&, const WeightStore&, Backend&);
+std::unique_ptr<Model> make_gemma3(const HfConfig&, const WeightStore&, Backend&);
 std::unique_ptr<Model> make_llama(const HfConfig&, const WeightStore&, Backend&);
 std::unique_ptr<Model> make_qwen2(const HfConfig&, const WeightStore&, Backend&);
 std::unique_ptr<Model> make_qwen3(const HfConfig&, const WeightStore&, Backend&);
@@ -15,6 +16,7 @@ namespace {
 const std::map<std::string, ModelFactory>& architectures() {
   static const std::map<std::string, ModelFactory> table = {
       {"gemma2", make_gemma2},
+      {"gemma3_text", make_gemma3},
       {"llama", make_llama},
       {"qwen2", make_qwen2},
       {"qwen3", make_qwen3},

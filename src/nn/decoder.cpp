@@ -30,8 +30,26 @@ DecoderOptions llama_family_options(const HfConfig& cfg) {
   return o;
 }
 
+DecoderOptions gemma_family_options(const HfConfig& cfg) {
+  DecoderOptions o = llama_family_options(cfg);
+  const std::string act =
+      cfg.get_or<std::string>("hidden_activation", cfg.get_or<std::string>("hidden_act", ""));
+  // gelu_new is the same tanh form under transformers' older name.
+  TESSERA_CHECK(act == "gelu_pytorch_tanh" || act == "gelu_new", cfg.model_type() +
+                                                                      ": unsupported hidden_activation \"" + act +
+                                                                      "\" (gelu_pytorch_tanh expected)");
+  o.glu = Glu::GeGLU;
+  o.norm_offset = 1.0f;
+  o.scale_embeddings = true;
+  o.sandwich_norms = true;
+  o.tie_embeddings = cfg.get_or<bool>("tie_word_embeddings", true);
+  o.attn_scale = 1.0f / std::sqrt(cfg.get_or<float>("query_pre_attn_scalar", 256.0f));  // transformers' default
+  return o;
+}
+
 Decoder::Decoder(const HfConfig& cfg, const DecoderOptions& opts, const WeightStore& w, Backend& be)
-    : opts_(opts), be_(be), rope_(cfg, opts.head_dim, be) {
+    : opts_(opts), be_(be), rope_(cfg, opts.head_dim, be, "full_attention") {
+  if (Rope::has_layer_type(cfg, "sliding_attention")) sliding_rope_.emplace(cfg, opts.head_dim, be, "sliding_attention");
   const int H = opts.hidden_size, Dh = opts.head_dim, I = opts.intermediate_size;
   embed_tokens = load(w, "model.embed_tokens.weight", {opts.vocab_size, H});
   norm = load(w, "model.norm.weight", {H});
@@ -93,7 +111,8 @@ void Decoder::load_group(const WeightStore& w, std::initializer_list<GroupPart> 
 Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
   const int64_t T = fb.num_tokens, H = opts_.hidden_size, Dh = opts_.head_dim;
   const int64_t nq = opts_.num_heads, nkv = opts_.num_kv_heads, I = opts_.intermediate_size;
-  const RopeParams& rope = rope_.params(fb.max_position);
+  const RopeParams& full_rope = rope_.params(fb.max_position);
+  const RopeParams& sliding_rope = sliding_rope_ ? sliding_rope_->params(fb.max_position) : full_rope;
 
   // Tensors that only feed products (h, attn, gate, up) in the backend's preferred input dtype.
   const DType act = layers_.empty() ? DType::F32 : be_.linear_input_dtype(layers_[0].down_proj.weight.dtype(), T);
@@ -115,6 +134,7 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
   be_.rms_norm(x, layers_.empty() ? norm : layers_[0].input_layernorm, eps, off, h);
   for (int l = 0; l < opts_.num_layers; ++l) {
     Layer& L = layers_[l];
+    const RopeParams& rope = opts_.sliding_window[l] > 0 ? sliding_rope : full_rope;
     const LinearPart qp{L.q_proj.weight, L.q_proj.bias, q2}, kp{L.k_proj.weight, L.k_proj.bias, k2},
         vp{L.v_proj.weight, L.v_proj.bias, v2};
     if (opts_.qk_norm) {  // q and k normalised per head between the product and rope

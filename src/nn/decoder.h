@@ -4,6 +4,7 @@
 // each model file turns its config into these options.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,9 @@ struct DecoderOptions {
 
 // Reads the fields every Llama-family config shares (hidden_size, heads, head_dim, ...).
 DecoderOptions llama_family_options(const HfConfig& cfg);
+// Those, with what Gemma 2 and 3 share: GeGLU, 1 + w norms around each sublayer, embeddings
+// scaled by sqrt(hidden_size), attention scaled by query_pre_attn_scalar, tied embeddings.
+DecoderOptions gemma_family_options(const HfConfig& cfg);
 
 class Decoder {
  public:
@@ -52,7 +56,9 @@ class Decoder {
   KvCacheSpec kv_spec() const { return {opts_.num_layers, opts_.num_kv_heads, opts_.head_dim}; }
   const DecoderOptions& options() const { return opts_; }
   // forward() runs the same ops over the same inputs' memory at every step of one shape.
-  bool replayable() const { return !rope_.depends_on_length(); }
+  bool replayable() const {
+    return !rope_.depends_on_length() && !(sliding_rope_ && sliding_rope_->depends_on_length());
+  }
 
  private:
   struct Linear {
@@ -77,6 +83,7 @@ class Decoder {
   DecoderOptions opts_;
   Backend& be_;
   Rope rope_;
+  std::optional<Rope> sliding_rope_;  // the sliding-window layers' own, where the config gives one
   Tensor embed_tokens, norm, lm_head;
   float embed_scale_ = 1.0f;
   std::vector<Layer> layers_;

@@ -6,11 +6,18 @@ namespace tessera::nn {
 
 using nlohmann::json;
 
-Rope::Rope(const HfConfig& cfg, int head_dim, Backend& be) : be_(be) {
+bool Rope::has_layer_type(const HfConfig& cfg, const std::string& layer_type) {
+  return cfg.has("rope_parameters") && cfg.raw()["rope_parameters"].contains(layer_type) &&
+         cfg.raw()["rope_parameters"][layer_type].is_object();
+}
+
+Rope::Rope(const HfConfig& cfg, int head_dim, Backend& be, const std::string& layer_type) : be_(be) {
   rotary_dim_ = int(head_dim * cfg.get_or<double>("partial_rotary_factor", 1.0));
-  // transformers 5 keeps rope_theta and scaling under "rope_parameters"; older configs at the top.
+  // transformers 5 keeps rope_theta and scaling under "rope_parameters" (one set per layer type
+  // for Gemma 3); older configs at the top.
   json rp = cfg.has("rope_parameters") ? cfg.raw()["rope_parameters"] : json::object();
-  json scaling = cfg.has("rope_scaling") ? cfg.raw()["rope_scaling"] : rp;
+  if (has_layer_type(cfg, layer_type)) rp = rp[layer_type];
+  json scaling = cfg.has("rope_scaling") && !has_layer_type(cfg, layer_type) ? cfg.raw()["rope_scaling"] : rp;
   base_ = rp.value("rope_theta", cfg.get_or<double>("rope_theta", 10000.0));
   int max_pos = cfg.get_or<int>("max_position_embeddings", 2048);
   if (scaling.is_object()) {

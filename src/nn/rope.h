@@ -10,8 +10,12 @@ namespace tessera::nn {
 
 class Rope {
  public:
-  // head_dim: the attention head size; partial_rotary_factor is read from the config.
-  Rope(const HfConfig& cfg, int head_dim, Backend& be);
+  // head_dim: the attention head size; partial_rotary_factor is read from the config. layer_type:
+  // the layers' type ("full_attention", "sliding_attention") where rope_parameters gives one set
+  // per type (Gemma 3); otherwise the config's one set.
+  Rope(const HfConfig& cfg, int head_dim, Backend& be, const std::string& layer_type = "");
+  // Whether rope_parameters gives a set of its own for layer_type.
+  static bool has_layer_type(const HfConfig& cfg, const std::string& layer_type);
   // Parameters for a step whose largest position is max_position (dynamic scaling depends on it,
   // as in transformers, which recomputes the frequencies when the sequence outgrows the original
   // context).

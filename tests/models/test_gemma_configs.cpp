@@ -1,0 +1,71 @@
+// Gemma configs read as transformers reads them, seen through the logits of the gemma2 and gemma3
+// fixtures with their config.json edited.
+#include <unistd.h>
+
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "model_testutil.h"
+#include "testutil.h"
+
+using namespace tessera;
+using namespace tessera::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fixture's logits after a prompt, with its config edited.
+std::vector<float> logits_with(const std::function<void(nlohmann::json&)>& edit,
+                               const std::string& fixture = "gemma2") {
+  static int n = 0;
+  fs::path dir =
+      fs::temp_directory_path() / ("tessera_gemma_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+  fs::remove_all(dir);
+  fs::copy(fixtures_dir() / "models" / fixture, dir);
+  auto cfg = nlohmann::json::parse(read_file(dir / "config.json"));
+  edit(cfg);
+  std::ofstream(dir / "config.json") << cfg.dump();
+  TestModel m = load_test_model(dir);
+  std::vector<float> logits = logits_all_rows(m, {1, 17, 200, 45, 99, 7, 300, 12, 5, 64, 33});
+  fs::remove_all(dir);
+  return logits;
+}
+
+// Gemma 2: a soft cap the config leaves out takes the default (attention 50, logits 30), one set
+// to null is off.
+TEST(GemmaConfigs, Gemma2OmittedCapsAreTransformersDefaults) {
+  auto omitted = logits_with(
+      [](nlohmann::json& j) { j.erase("attn_logit_softcapping"), j.erase("final_logit_softcapping"); });
+  auto explicit_defaults = logits_with(
+      [](nlohmann::json& j) { j["attn_logit_softcapping"] = 50.0, j["final_logit_softcapping"] = 30.0; });
+  auto off = logits_with([](nlohmann::json& j) {
+    j["attn_logit_softcapping"] = nullptr, j["final_logit_softcapping"] = nullptr;
+  });
+  auto fixture = logits_with([](nlohmann::json&) {});
+  EXPECT_EQ(max_abs_diff(omitted, explicit_defaults), 0.0);
+  EXPECT_GT(max_abs_diff(omitted, off), 1e-4);      // caps of 50 / 30 still bend the largest values
+  EXPECT_GT(max_abs_diff(fixture, omitted), 1e-2);  // the fixture's own caps (6 / 4) are not the defaults
+}
+
+// Gemma 3 configs written before transformers 5: the full layers' rope_theta and rope_scaling at
+// the top, the sliding layers' rope_local_base_freq, the layer types from sliding_window_pattern.
+TEST(GemmaConfigs, Gemma3OlderConfigEqualsPerLayerTypeForm) {
+  auto current = logits_with([](nlohmann::json&) {}, "gemma3");
+  auto older = logits_with(
+      [](nlohmann::json& j) {
+        j["rope_theta"] = j["rope_parameters"]["full_attention"]["rope_theta"];
+        j["rope_scaling"] = {{"rope_type", "linear"},
+                             {"factor", j["rope_parameters"]["full_attention"]["factor"]}};
+        j["rope_local_base_freq"] = j["rope_parameters"]["sliding_attention"]["rope_theta"];
+        j["sliding_window_pattern"] = 2;  // layers 0 and 2 slide, as the fixture's layer_types say
+        j.erase("rope_parameters"), j.erase("layer_types"), j.erase("_sliding_window_pattern");
+      },
+      "gemma3");
+  auto one_rope =
+      logits_with([](nlohmann::json& j) { j["rope_parameters"].erase("sliding_attention"); }, "gemma3");
+  EXPECT_EQ(max_abs_diff(current, older), 0.0);
+  EXPECT_GT(max_abs_diff(current, one_rope), 1e-3);  // the sliding layers' own RoPE matters
+}
+
+}  // namespace
