@@ -35,9 +35,8 @@ DecoderOptions gemma_family_options(const HfConfig& cfg) {
   const std::string act =
       cfg.get_or<std::string>("hidden_activation", cfg.get_or<std::string>("hidden_act", ""));
   // gelu_new is the same tanh form under transformers' older name.
-  TESSERA_CHECK(act == "gelu_pytorch_tanh" || act == "gelu_new", cfg.model_type() +
-                                                                      ": unsupported hidden_activation \"" + act +
-                                                                      "\" (gelu_pytorch_tanh expected)");
+  const std::string why = ": unsupported hidden_activation \"" + act + "\" (gelu_pytorch_tanh expected)";
+  TESSERA_CHECK(act == "gelu_pytorch_tanh" || act == "gelu_new", cfg.model_type() + why);
   o.glu = Glu::GeGLU;
   o.norm_offset = 1.0f;
   o.scale_embeddings = true;

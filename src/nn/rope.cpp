@@ -15,9 +15,11 @@ Rope::Rope(const HfConfig& cfg, int head_dim, Backend& be, const std::string& la
   rotary_dim_ = int(head_dim * cfg.get_or<double>("partial_rotary_factor", 1.0));
   // transformers 5 keeps rope_theta and scaling under "rope_parameters" (one set per layer type
   // for Gemma 3); older configs at the top.
-  json rp = cfg.has("rope_parameters") ? cfg.raw()["rope_parameters"] : json::object();
-  if (has_layer_type(cfg, layer_type)) rp = rp[layer_type];
-  json scaling = cfg.has("rope_scaling") && !has_layer_type(cfg, layer_type) ? cfg.raw()["rope_scaling"] : rp;
+  const bool per_type = has_layer_type(cfg, layer_type);
+  json rp = per_type ? cfg.raw()["rope_parameters"][layer_type]
+            : cfg.has("rope_parameters") ? cfg.raw()["rope_parameters"]
+                                         : json::object();
+  json scaling = cfg.has("rope_scaling") && !per_type ? cfg.raw()["rope_scaling"] : rp;
   base_ = rp.value("rope_theta", cfg.get_or<double>("rope_theta", 10000.0));
   int max_pos = cfg.get_or<int>("max_position_embeddings", 2048);
   if (scaling.is_object()) {

@@ -101,8 +101,10 @@ class CpuBackend final : public Backend {
       else cpu::fast::glu(*pool_, act, gf, uf, o);
     });
   }
-  // A few rows of logits: the reference's loop serves both.
-  void softcap(Tensor& x, float cap) override { cpu::ref::softcap(x, cap); }
+  void softcap(Tensor& x, float cap) override {
+    if (reference_) cpu::ref::softcap(x, cap);
+    else cpu::fast::softcap(*pool_, x, cap);
+  }
   void add(const Tensor& a, const Tensor& b, Tensor& out) override {
     if (reference_) cpu::ref::add(a, b, out);
     else cpu::fast::add(*pool_, a, b, out);

@@ -105,6 +105,15 @@ void glu(ThreadPool& pool, Glu act, const Tensor& gate, const Tensor& up, Tensor
   });
 }
 
+// Rows of logits: a scoring step caps every position's row (512 x 256,000 for Gemma 2).
+void softcap(ThreadPool& pool, Tensor& x, float cap) {
+  float* p = x.data<float>();
+  const float inv = 1.0f / cap;
+  pool.parallel_for(x.numel(), kMinPerThread, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) p[i] = cap * std::tanh(p[i] * inv);
+  });
+}
+
 void add(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor& out) {
   const float* ap = a.data<float>();
   const float* bp = b.data<float>();

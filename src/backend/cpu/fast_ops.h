@@ -24,6 +24,7 @@ void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const T
                const AttentionMeta& meta, const AttentionParams& p, Tensor& out);
 void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& w, float eps, float offset, Tensor& out);
 void glu(ThreadPool& pool, Glu act, const Tensor& gate, const Tensor& up, Tensor& out);
+void softcap(ThreadPool& pool, Tensor& x, float cap);
 void add(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor& out);
 void rope(ThreadPool& pool, Tensor& x, const Tensor& positions, const RopeParams& p);
 
