@@ -375,21 +375,24 @@ OpCase glu_case(Glu act, int T, int F, uint64_t seed, DType in_dt = DType::F32, 
 // The MLP's gate/up products and glu in one op: f32 x and out (the decode GEMV's form on a GPU),
 // weights of dt with or without biases of dt. The gate/up scratch starts as NaN and is not
 // compared (a backend may leave it); in_place writes into gate's scratch, as the decoder does.
-OpCase linear_glu_case(Glu act, DType dt, int T, int K, int F, bool bias, bool in_place, uint64_t seed) {
+OpCase linear_glu_case(Glu act, DType dt, int T, int K, int F, bool bias, bool in_place, uint64_t seed,
+                       bool stacked = false, DType io = DType::F32) {
   Rng rng(seed);
-  Tensor x = random_tensor(DType::F32, {T, K}, rng);
+  Tensor x = random_tensor(io, {T, K}, rng);
   Tensor wg = random_tensor(dt, {F, K}, rng, 1.0f / std::sqrt(float(K)));
   Tensor wu = random_tensor(dt, {F, K}, rng, 1.0f / std::sqrt(float(K)));
   Tensor bg = bias ? random_tensor(dt, {F}, rng) : Tensor(), bu = bias ? random_tensor(dt, {F}, rng) : Tensor();
   std::string name = std::string("linear_glu ") + glu_name(act) + " " + dname(dt) + " T=" + std::to_string(T) +
                      " K=" + std::to_string(K) +
-                     " F=" + std::to_string(F) + (bias ? " bias" : "") + (in_place ? " out=gate" : "");
-  return {name, "linear_glu", dt, kReduction, [=](Backend& be) {
+                     " F=" + std::to_string(F) + (bias ? " bias" : "") + (in_place ? " out=gate" : "") +
+                     (stacked ? " stacked" : "") + (io != DType::F32 ? std::string(" io=") + dname(io) : "");
+  return {name, "linear_glu", dt, io == DType::F32 ? kReduction : rounded16(io), [=](Backend& be) {
             Tensor bgd = bias ? upload(be, bg) : Tensor(), bud = bias ? upload(be, bu) : Tensor();
-            Tensor g = poisoned(be, {T, F}), u = poisoned(be, {T, F});
-            Tensor out = in_place ? g : poisoned(be, {T, F});
-            be.linear_glu(act, upload(be, x), {upload(be, wg), bgd, g}, {upload(be, wu), bud, u}, out);
-            return Outputs{download(be, out)};
+            Tensor g = poisoned(be, {T, F}, io), u = poisoned(be, {T, F}, io);
+            Tensor out = in_place ? g : poisoned(be, {T, F}, io);
+            std::vector<Tensor> w = stacked ? be.upload_group({wg, wu}) : std::vector<Tensor>{upload(be, wg), upload(be, wu)};
+            be.linear_glu(act, upload(be, x), {w[0], bgd, g}, {w[1], bud, u}, out);
+            return Outputs{widened(be, out)};
           }};
 }
 
@@ -668,6 +671,15 @@ std::vector<OpCase> op_cases(const std::string& op) {
             cases.push_back(linear_glu_case(Glu::SwiGLU, dt, T, K, F, bias, false, seed++));
           cases.push_back(linear_glu_case(Glu::SwiGLU, dt, T, K, F, T % 2 == 1, true, seed++));
           cases.push_back(linear_glu_case(Glu::GeGLU, dt, T, K, F, false, true, seed++));
+        }
+    // Weights stacked as the decoder uploads them: past 16 tokens (up to 128) the GPU runs one
+    // product over both and glu on its halves (F a multiple of 8; 67 is not, and takes the
+    // default), in f32 or, as in the decoder, with x, the scratch and out of the weights' dtype.
+    for (DType dt : {DType::BF16, DType::F16})
+      for (int T : {17, 64, 129})
+        for (auto [K, F] : {std::pair{256, 67}, {4096, 200}}) {
+          cases.push_back(linear_glu_case(Glu::SwiGLU, dt, T, K, F, false, true, seed++, true, dt));  // the decoder's form
+          cases.push_back(linear_glu_case(Glu::GeGLU, dt, T, K, F, false, false, seed++, true));
         }
   } else if (op == "softcap") {
     cases.push_back(softcap_case(1, 7, 30.0f, seed++));

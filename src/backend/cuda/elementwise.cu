@@ -215,14 +215,17 @@ __global__ void glu_kernel(const I* gate, const I* up, O* out, int64_t n) {
 // 8 elements per thread and 16-byte accesses (n a multiple of 8, pointers 16-byte aligned): the
 // prefill's [2048, 14336] runs at the copy bandwidth. Each thread writes only what it read, so
 // out may alias gate or up.
+// Rows of gate and up may lie ld elements apart (the two halves of one stacked product's rows);
+// out's rows are width apart.
 template <bool kGelu, class I, class O>
-__global__ void glu8_kernel(const I* gate, const I* up, O* out, int64_t n8) {
+__global__ void glu8_kernel(const I* gate, const I* up, O* out, int64_t n8, int64_t width8, int64_t ld) {
   allow_next();
   wait_for_previous();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n8; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = ld == 8 * width8 ? 0 : i / width8, in = r * ld + 8 * (i - r * width8);  // no division for dense rows
     float g[8], u[8];
-    load8(gate + 8 * i, g);
-    load8(up + 8 * i, u);
+    load8(gate + in, g);
+    load8(up + in, u);
 #pragma unroll
     for (int j = 0; j < 8; ++j) g[j] = glu_times<kGelu>(g[j], u[j]);
     store8(out + 8 * i, g);
@@ -437,14 +440,17 @@ void rope_store_kv(const RopeStoreArgs& a, cudaStream_t s) {
 }
 
 template <bool kGelu>
-void launch_glu(const void* gate, const void* up, DType in_dt, void* out, DType out_dt, int64_t n, cudaStream_t s) {
-  const bool by8 = n % 8 == 0 && aligned16(gate) && aligned16(up) && aligned16(out);
+void launch_glu(const void* gate, const void* up, DType in_dt, void* out, DType out_dt, int64_t n, cudaStream_t s,
+                int64_t width = 0, int64_t ld = 0) {
+  if (width == 0) width = ld = n;
+  const bool by8 = n % 8 == 0 && width % 8 == 0 && ld % 8 == 0 && aligned16(gate) && aligned16(up) && aligned16(out);
   with_weight(gate, in_dt, "glu", [&](auto* g) {
     const auto* u = static_cast<decltype(g)>(up);
     with_activation(out, out_dt, "glu", [&](auto* o) {
       using I = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
       using O = std::remove_pointer_t<decltype(o)>;
-      if (by8) launch_dependent(glu8_kernel<kGelu, I, O>, dim3(blocks_for(n / 8)), dim3(kThreads), 0, s, g, u, o, n / 8);
+      if (by8) launch_dependent(glu8_kernel<kGelu, I, O>, dim3(blocks_for(n / 8)), dim3(kThreads), 0, s, g, u, o, n / 8,
+                                  width / 8, ld);
       else launch_dependent(glu_kernel<kGelu, I, O>, dim3(blocks_for(n)), dim3(kThreads), 0, s, g, u, o, n);
     });
   });
@@ -455,6 +461,16 @@ void glu(Glu act, const void* gate, const void* up, DType in_dt, void* out, DTyp
   if (act == Glu::GeGLU) launch_glu<true>(gate, up, in_dt, out, out_dt, n, s);
   else launch_glu<false>(gate, up, in_dt, out, out_dt, n, s);
   check_launch("glu");
+}
+
+bool glu_rows(Glu act, const void* gate, const void* up, DType in_dt, int64_t rows, int64_t width, int64_t ld,
+              void* out, DType out_dt, cudaStream_t s) {
+  if (width % 8 || ld % 8 || !aligned16(gate) || !aligned16(up) || !aligned16(out)) return false;
+  if (rows * width == 0) return true;
+  if (act == Glu::GeGLU) launch_glu<true>(gate, up, in_dt, out, out_dt, rows * width, s, width, ld);
+  else launch_glu<false>(gate, up, in_dt, out, out_dt, rows * width, s, width, ld);
+  check_launch("glu");
+  return true;
 }
 
 void softcap(float* x, int64_t n, float cap, cudaStream_t s) {

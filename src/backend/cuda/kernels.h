@@ -50,6 +50,11 @@ struct RopeStoreArgs {
 void rope_store_kv(const RopeStoreArgs& a, cudaStream_t s);
 void glu(Glu act, const void* gate, const void* up, DType in_dtype, void* out, DType out_dtype, int64_t n,
          cudaStream_t s);
+// glu over rows of gate and up that lie ld elements apart (the halves of one product over the
+// stacked gate and up rows), out [rows, width]. Returns false (nothing launched) unless width and
+// ld are multiples of 8 and the pointers 16-byte aligned.
+bool glu_rows(Glu act, const void* gate, const void* up, DType in_dtype, int64_t rows, int64_t width, int64_t ld,
+              void* out, DType out_dtype, cudaStream_t s);
 // x[n] (f32) = cap * tanh(x / cap)
 void softcap(float* x, int64_t n, float cap, cudaStream_t s);
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
