@@ -213,10 +213,9 @@ __global__ void glu_kernel(const I* gate, const I* up, O* out, int64_t n) {
 }
 
 // 8 elements per thread and 16-byte accesses (n a multiple of 8, pointers 16-byte aligned): the
-// prefill's [2048, 14336] runs at the copy bandwidth. Each thread writes only what it read, so
-// out may alias gate or up.
-// Rows of gate and up may lie ld elements apart (the two halves of one stacked product's rows);
-// out's rows are width apart.
+// prefill's [2048, 14336] runs at the copy bandwidth. gate's and up's rows may lie ld elements
+// apart (the halves of one stacked product's rows; glu_rows), out's are width apart. Each thread
+// writes only what it read, so out may alias gate or up.
 template <bool kGelu, class I, class O>
 __global__ void glu8_kernel(const I* gate, const I* up, O* out, int64_t n8, int64_t width8, int64_t ld) {
   allow_next();
