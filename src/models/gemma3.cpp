@@ -16,6 +16,8 @@ std::unique_ptr<Model> make_gemma3(const HfConfig& cfg, const WeightStore& w, Ba
   if (!cfg.has("layer_types")) {  // every sliding_window_pattern-th layer sees everything
     const int pattern =
         cfg.get_or<int>("sliding_window_pattern", cfg.get_or<int>("_sliding_window_pattern", 6));
+    TESSERA_CHECK(pattern > 0,
+                  "gemma3_text: sliding_window_pattern must be positive, got " + std::to_string(pattern));
     for (int l = 0; l < o.num_layers; ++l)
       if ((l + 1) % pattern == 0) o.sliding_window[size_t(l)] = 0;
   }

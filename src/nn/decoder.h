@@ -1,5 +1,5 @@
 // The pre-norm decoder-only transformer shared by the Llama family (llama, mistral, qwen2, qwen3)
-// and Gemma 2: embeddings, N x [RMSNorm -> attention (GQA, RoPE, paged KV) -> residual -> RMSNorm
+// and Gemma 2 and 3: embeddings, N x [RMSNorm -> attention (GQA, RoPE, paged KV) -> residual -> RMSNorm
 // -> gated MLP -> residual], final norm, LM head. Architectures differ only in the options below;
 // each model file turns its config into these options.
 #pragma once
@@ -30,7 +30,7 @@ struct DecoderOptions {
   bool qk_norm = false;      // qwen3: RMSNorm over each head of q and k before RoPE
   bool tie_embeddings = false;
   std::vector<int> sliding_window;  // per layer; 0 = full attention
-  // Gemma 2's departures from Llama:
+  // Gemma's departures from Llama:
   Glu glu = Glu::SwiGLU;          // GeGLU
   float norm_offset = 0.0f;       // 1: every norm weighs by 1 + w
   bool scale_embeddings = false;  // embeddings times sqrt(hidden_size), rounded to their dtype

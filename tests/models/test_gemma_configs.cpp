@@ -26,10 +26,12 @@ std::vector<float> logits_with(const std::function<void(nlohmann::json&)>& edit,
   auto cfg = nlohmann::json::parse(read_file(dir / "config.json"));
   edit(cfg);
   std::ofstream(dir / "config.json") << cfg.dump();
+  struct Remove {
+    fs::path dir;
+    ~Remove() { fs::remove_all(dir); }
+  } remove{dir};  // also when the load throws
   TestModel m = load_test_model(dir);
-  std::vector<float> logits = logits_all_rows(m, {1, 17, 200, 45, 99, 7, 300, 12, 5, 64, 33});
-  fs::remove_all(dir);
-  return logits;
+  return logits_all_rows(m, {1, 17, 200, 45, 99, 7, 300, 12, 5, 64, 33});
 }
 
 // Gemma 2: a soft cap the config leaves out takes the default (attention 50, logits 30), one set
@@ -67,6 +69,18 @@ TEST(GemmaConfigs, Gemma3OlderConfigEqualsPerLayerTypeForm) {
       logits_with([](nlohmann::json& j) { j["rope_parameters"].erase("sliding_attention"); }, "gemma3");
   EXPECT_EQ(max_abs_diff(current, older), 0.0);
   EXPECT_GT(max_abs_diff(current, one_rope), 0.5);  // the sliding layers' own RoPE matters (2.04)
+}
+
+// A sliding_window_pattern of 0 (every 0th layer full) is refused with a clear error, not a
+// division by zero.
+TEST(GemmaConfigs, Gemma3ZeroSlidingWindowPatternIsAnError) {
+  try {
+    logits_with([](nlohmann::json& j) { j.erase("layer_types"), j["sliding_window_pattern"] = 0; }, "gemma3");
+    FAIL() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sliding_window_pattern must be positive"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
