@@ -11,11 +11,10 @@
 // results are merged at the end; across the blocks of a split range either in a thread-block
 // cluster (compute capability 9+, up to 8 splits: each block's sums in its shared memory, read by
 // the others) or by combine_partials.
-#include <cooperative_groups.h>
-
 #include <cmath>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/cluster_merge.cuh"
 #include "backend/cuda/device_types.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -33,9 +32,8 @@ __host__ __device__ constexpr int block_warps(int wanted, int group, int dh) {
 
 // Key splits of the CUDA-core decode attention merge in one thread-block cluster (its blocks read
 // each other's shared memory) where there are 2 to 8 of them (the portable cluster size) on
-// compute capability 9+. (The tensor-core decode's large blocks ran slower in clusters.)
-constexpr int kMaxClusterBlocks = 8;
-inline bool merge_in_cluster(int splits) {
+// compute capability 9+.
+inline bool clusters_merge(int splits) {
   return splits > 1 && splits <= kMaxClusterBlocks && dependent_launch_supported();
 }
 
@@ -217,56 +215,7 @@ __global__ void __launch_bounds__(block_warps(kWanted, kGroup, 32 * kDpl) * 32)
       if (d == 0) pp[Dh] = mx, pp[Dh + 1] = sum;
     }
   }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (kCluster) {
-    // Rescale each split's sums to the common maximum, as combine_partials does; block `split`
-    // writes its share of the group's outputs.
-    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-    cluster.sync();
-    // Each head's factor for each split: exp(its max - the common max) / the common sum.
-    __shared__ float factor[kGroup][kMaxClusterBlocks];
-    if (threadIdx.x < G) {
-      // The splits' maxima and sums read together (a round trip to another block's shared
-      // memory each), the absent ones as empty.
-      const int g = threadIdx.x;
-      float ml[kMaxClusterBlocks][2];
-#pragma unroll
-      for (int k = 0; k < kMaxClusterBlocks; ++k) {
-        ml[k][0] = -INFINITY, ml[k][1] = 0.0f;
-        if (k < splits) {
-          const float* remote = cluster.map_shared_rank(&block_ml[g][0], k);
-          ml[k][0] = remote[0], ml[k][1] = remote[1];
-        }
-      }
-      float mx = -INFINITY, l = 0.0f;
-#pragma unroll
-      for (int k = 0; k < kMaxClusterBlocks; ++k) mx = fmaxf(mx, ml[k][0]);
-#pragma unroll
-      for (int k = 0; k < kMaxClusterBlocks; ++k) {
-        factor[g][k] = ml[k][0] != -INFINITY ? expf(ml[k][0] - mx) : 0.0f;
-        l += ml[k][1] * factor[g][k];
-      }
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-#pragma unroll
-      for (int k = 0; k < kMaxClusterBlocks; ++k) factor[g][k] *= inv;
-    }
-    __syncthreads();
-    const int per = (G * Dh + splits - 1) / splits;
-    for (int e = split * per + threadIdx.x; e < min(G * Dh, (split + 1) * per); e += kWarps * 32) {
-      const int g = e / Dh, d = e % Dh;
-      float o = 0.0f;
-#pragma unroll
-      for (int k = 0; k < kMaxClusterBlocks; ++k)
-        if (factor[g][k] != 0.0f) o += cluster.map_shared_rank(&block_acc[g][0], k)[d] * factor[g][k];
-      store_as(a.out, a.out_dtype, (int64_t(t) * a.H + int64_t(kvh) * G + g) * Dh + d, o);
-    }
-    // No block leaves while another still reads its sums. The reads are done (their values are
-    // stored above), so this barrier orders no memory: a relaxed arrival skips the GPU-wide fence
-    // that cluster.sync() issues first.
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
-  }
-#endif
+  if constexpr (kCluster) merge_in_cluster<kGroup>(a, t, kvh, &block_ml[0][0], 2, block_acc[0], Dh);
 }
 
 template <class KV, int kDpl, int L, int kGroup, int kW>
@@ -309,7 +258,7 @@ bool launch(const AttentionArgs& a, int splits, float* partial, int sm_count, cu
   // 378.1 / 801.4 against 212.3 / 365.0 / 786.9, context 4096 205.6 / 329.7 / 645.6 against
   // 193.8 / 329.7 / 630.9; 4 lanes a key with 8 or 16 warps were slower at batch 2 and 4.
   if (small_grid(a, splits, sm_count)) {
-    const bool clustered = merge_in_cluster(splits);
+    const bool clustered = clusters_merge(splits);
     launch<KV, 2, 8>(a, splits, clustered, partial, s);
     return clustered;
   }
@@ -331,7 +280,7 @@ int decode_attention_splits(const AttentionArgs& a, int splits, int sm_count) {
   // decode tok/s, batch 1 / 2 / 4): context 1000 221 / 380 / 832 against 216 / 370 / 745 with 15
   // splits and the combine, context 600 223 / 382 / 816-841 against 220 / 379 / 806-814.
   const int k = kMaxClusterBlocks;
-  const bool fold = splits > k && splits <= 2 * k && small_grid(a, k, sm_count) && merge_in_cluster(k);
+  const bool fold = splits > k && splits <= 2 * k && small_grid(a, k, sm_count) && clusters_merge(k);
   return fold ? k : splits;
 }
 

@@ -2,13 +2,15 @@
 // (sequence, kv head, key split) of 4 warps, each warp taking 16 keys of every 64-key tile. Two
 // forms: the group's heads as the rows of one mma tile over tiles staged in shared memory (any
 // group of up to 16 heads, head_dim up to 256), and, for head_dim 64-128 and groups of up to 8,
-// each warp reading its keys straight into registers.
+// each warp reading its keys straight into registers; on small grids the latter's key splits
+// merge in a thread-block cluster (blocks of 8 warps) instead of through combine_partials.
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "backend/cuda/attention_tc.cuh"
 #include "backend/cuda/check.h"
+#include "backend/cuda/cluster_merge.cuh"
 #include "backend/cuda/device_types.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -52,18 +54,19 @@ __device__ __forceinline__ bool decode_work(const AttentionArgs& a, DecodeWork& 
 
 // The end of a decode block: its warps' partial results for the group's heads, in shared memory
 // (head r of warp w at merge + (w * rows + r) * (DH + 2): the unnormalised output, then the max
-// and sum in log2 units), merged into the output, or into this key split's partial result.
-template <int DH>
+// and sum in log2 units), merged into the output, into this key split's partial result, or (for
+// merge_in_cluster) into block_sums, head r at r * (DH + 2) in the partial result's form.
+template <int DH, int kW = kWarps>
 __device__ __forceinline__ void merge_warps(const AttentionArgs& a, const float* merge, int rows, int t, int kvh,
-                                            int split, float* partial) {
+                                            int split, float* partial, float* block_sums = nullptr) {
   const int G = int(a.H / a.Hkv), splits = gridDim.z;
   auto slot = [&](int w, int r) { return merge + (w * rows + r) * (DH + 2); };
-  for (int e = threadIdx.x; e < G * DH; e += kThreads) {
+  for (int e = threadIdx.x; e < G * DH; e += kW * 32) {
     const int r = e / DH, d = e % DH;
     float mx = -INFINITY;
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, slot(w, r)[DH]);
+    for (int w = 0; w < kW; ++w) mx = fmaxf(mx, slot(w, r)[DH]);
     float sum = 0.0f, acc = 0.0f;
-    for (int w = 0; w < kWarps; ++w) {
+    for (int w = 0; w < kW; ++w) {
       const float* p = slot(w, r);
       if (p[DH] == -INFINITY) continue;  // a warp that saw no keys
       const float f = fast_exp2(p[DH] - mx);
@@ -71,7 +74,11 @@ __device__ __forceinline__ void merge_warps(const AttentionArgs& a, const float*
       acc += p[d] * f;
     }
     const int64_t th = int64_t(t) * a.H + kvh * G + r;
-    if (splits == 1) {
+    if (block_sums) {
+      float* bs = block_sums + r * (DH + 2);
+      bs[d] = acc;
+      if (d == 0) bs[DH] = sum > 0.0f ? mx * kLn2 : -INFINITY, bs[DH + 1] = sum;
+    } else if (splits == 1) {
       store_as(a.out, a.out_dtype, th * DH + d, sum > 0.0f ? acc / sum : 0.0f);
     } else {
       float* pp = partial + (th * splits + split) * (DH + 2);
@@ -181,13 +188,19 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(AttentionArgs a,
 // its m slots of O^T 8 consecutive dims (8 threads a V row), whose pairs of keys it packs into A
 // fragments with byte permutes. P goes from the S^T accumulators (a key per thread row) to P^T's
 // B fragments (keys per thread column) through four shuffles.
-template <int DH>
-__global__ void __launch_bounds__(kThreads) flash_decode_reg_kernel(AttentionArgs a, float* partial) {
+// kCluster: the key splits (gridDim.z, 2-8) form a cluster and merge there (merge_in_cluster); its
+// blocks have 8 warps, so a split of up to 128 keys takes one step.
+template <bool kCluster>
+constexpr int kRegWarps = kCluster ? 8 : kWarps;
+template <int DH, bool kCluster>
+__global__ void __launch_bounds__(kRegWarps<kCluster> * 32)
+    flash_decode_reg_kernel(AttentionArgs a, float* partial) {
+  constexpr int kW = kRegWarps<kCluster>;
   constexpr int kKP = DH / 32;  // 16-byte pieces a thread reads of each of its 2 K rows
   constexpr int kVP = DH / 64;  // ... of each of its 4 V rows
   constexpr int kMB = DH / 16;  // k steps of S^T, m blocks of O^T
-  constexpr int kStride = 16 * kWarps;  // keys between a warp's steps
-  __shared__ __align__(16) float merge_smem[kWarps * 8 * (DH + 2)];
+  constexpr int kStride = 16 * kW;  // keys between a warp's steps
+  __shared__ __align__(16) float merge_smem[kW * 8 * (DH + 2)];
 
   allow_next();
   // The step's inputs and the keys before this token's were written before the step: read while
@@ -334,7 +347,13 @@ __global__ void __launch_bounds__(kThreads) flash_decode_reg_kernel(AttentionArg
     if (g == 0) p[DH] = m[h], p[DH + 1] = l[h];
   }
   __syncthreads();
-  merge_warps<DH>(a, merge, 8, t, kvh, split, partial);
+  if constexpr (kCluster) {
+    __shared__ float sums[8 * (DH + 2)];  // the block's merged heads, for the cluster
+    merge_warps<DH, kW>(a, merge, 8, t, kvh, split, partial, sums);
+    merge_in_cluster<8>(a, t, kvh, sums + DH, DH + 2, sums, DH + 2);
+  } else {
+    merge_warps<DH, kW>(a, merge, 8, t, kvh, split, partial);
+  }
 }
 
 template <int DH>
@@ -350,11 +369,16 @@ void configure_decode() {
 inline bool decode_in_registers(const AttentionArgs& a) { return a.Dh <= 128 && a.H / a.Hkv <= 8; }
 
 template <int DH>
-void launch_decode(const AttentionArgs& a, int splits, float* partial, cudaStream_t s) {
+void launch_decode(const AttentionArgs& a, int splits, bool clustered, float* partial, cudaStream_t s) {
   dim3 grid(unsigned(a.num_seqs), unsigned(a.Hkv), unsigned(splits));
   if constexpr (DH <= 128) {
+    if (clustered) {
+      launch_in_clusters(flash_decode_reg_kernel<DH, true>, grid, dim3(1, 1, unsigned(splits)),
+                         dim3(kRegWarps<true> * 32), 0, s, a, partial);
+      return;
+    }
     if (decode_in_registers(a)) {
-      launch_dependent(flash_decode_reg_kernel<DH>, grid, dim3(kThreads), 0, s, a, partial);
+      launch_dependent(flash_decode_reg_kernel<DH, false>, grid, dim3(kThreads), 0, s, a, partial);
       return;
     }
   }
@@ -367,7 +391,7 @@ int decode_blocks_per_sm(bool in_registers) {
   int n = 0;
   if constexpr (DH <= 128) {
     if (in_registers) {
-      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, flash_decode_reg_kernel<DH>, kThreads, 0),
+      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, flash_decode_reg_kernel<DH, false>, kThreads, 0),
             "flash decode occupancy");
       return std::max(n, 1);
     }
@@ -413,15 +437,27 @@ int flash_decode_splits(const AttentionArgs& a, int sm_count) {
   return best;
 }
 
-void flash_decode(const AttentionArgs& a, int splits, float* partial, cudaStream_t s) {
+int flash_decode_cluster_splits(const AttentionArgs& a) {
+  // Measured on the H200 (8B shapes, decode tok/s, against the CUDA-core decode kernel with its
+  // own cluster merge or combine): batch 1 / 2 / 4 at context 512 236 / 402 / 886 against 225 /
+  // 385 / 845, batch 1 / 4 at 1000 233 / 870 against 222 / 823, batch 1 / 2 at 2048 227 / 387
+  // against 210 / 339, batch 1 at 4096 216 against 205.
+  const int tiles = (a.max_context_len + kKeys - 1) / kKeys;
+  if (!decode_in_registers(a) || !dependent_launch_supported() || tiles > 64) return 0;
+  return std::clamp(tiles, 1, kMaxClusterBlocks);
+}
+
+void flash_decode(const AttentionArgs& a, int splits, bool clustered, float* partial, cudaStream_t s) {
+  TESSERA_CHECK(!clustered || (splits > 1 && splits <= flash_decode_cluster_splits(a)),
+                "flash decode: these splits cannot merge in a cluster");
   switch (a.Dh) {
-    case 64: launch_decode<64>(a, splits, partial, s); break;
-    case 128: launch_decode<128>(a, splits, partial, s); break;
-    case 256: launch_decode<256>(a, splits, partial, s); break;
+    case 64: launch_decode<64>(a, splits, clustered, partial, s); break;
+    case 128: launch_decode<128>(a, splits, clustered, partial, s); break;
+    case 256: launch_decode<256>(a, splits, clustered, partial, s); break;
     default: throw Error("flash decode: unsupported head_dim " + std::to_string(a.Dh));
   }
   check_launch("flash decode");
-  if (splits > 1) combine_partials(partial, a.T * a.H, splits, a.Dh, a.out, a.out_dtype, s);
+  if (splits > 1 && !clustered) combine_partials(partial, a.T * a.H, splits, a.Dh, a.out, a.out_dtype, s);
 }
 
 }  // namespace tessera::cuda

@@ -407,28 +407,32 @@ class CudaBackend final : public Backend {
     a.max_context_len = m.max_context_len;
     a.scale = p.scale, a.softcap = p.softcap, a.sliding_window = p.sliding_window;
     TESSERA_CHECK(kc.dim(2) == a.Dh, "attention: cache head_dim differs from q's");
-    // Decode steps, then the tensor-core kernel, then the general one (any shape and dtype).
-    // Decode steps of bf16 caches on the tensor cores once (sequence, kv head) blocks fill a
-    // grid, else the CUDA-core decode kernel; then the tensor-core prefill kernel, then the
-    // general one (any shape and dtype). Measured on the H200 (8B shapes, contexts 512 and
-    // 4096): the tensor-core decode is 1.3-1.45x faster from 64 blocks (batch 8) up, and 7%
-    // slower at 8 (batch 1).
+    // Decode steps of bf16 caches on the tensor cores: on small grids (under 64 sequence x kv head
+    // blocks) with their key splits merged in a cluster where that form applies, else the
+    // CUDA-core decode kernel; from 64 blocks by whole waves (flash_decode_splits). Then the
+    // tensor-core prefill kernel, then the general one (any shape and dtype). Measured on the
+    // H200 (8B shapes, contexts 512 and 4096): the tensor-core decode by waves is 1.3-1.45x
+    // faster than the CUDA-core kernel from 64 blocks (batch 8) up; the cluster form 5-14%
+    // faster at batch 1-4 (flash_decode_cluster_splits), and 3% slower at 128 blocks.
     const int64_t seq_blocks = int64_t(m.num_seqs) * a.Hkv;
-    const bool flash_decode = seq_blocks >= kFlashDecodeMinBlocks && cuda::flash_decode_applies(a, m.max_query_len, smem_optin_);
+    const bool tc = cuda::flash_decode_applies(a, m.max_query_len, smem_optin_);
+    const int cluster_splits = tc && seq_blocks < kFlashDecodeMinBlocks ? cuda::flash_decode_cluster_splits(a) : 0;
+    const bool flash_decode = tc && (seq_blocks >= kFlashDecodeMinBlocks || cluster_splits > 0);
     const bool decode = !flash_decode && cuda::decode_attention_applies(a, m.max_query_len);
     int q_tiles = decode || flash_decode ? 0 : cuda::flash_attention_tiles(a, m.max_query_len, smem_optin_);
     int64_t blocks = q_tiles > 0 ? seq_blocks * q_tiles : a.T * a.Hkv;
-    // Tensor-core decode: by whole waves of blocks (flash_decode_splits). CUDA-core decode: up
-    // to 8 blocks per SM; small grids split into ranges of 64 keys, grids that fill the GPU only
-    // long contexts (at 512 keys the merge costs more than the split gains).
-    int splits = flash_decode   ? cuda::flash_decode_splits(a, sm_count_)
-                 : decode       ? attention_splits(blocks, m.max_context_len, blocks < 2 * sm_count_ ? 64 : 512, 8)
-                                : attention_splits(blocks, m.max_context_len, 128, 2);
+    // CUDA-core decode: up to 8 blocks per SM; small grids split into ranges of 64 keys, grids
+    // that fill the GPU only long contexts (at 512 keys the merge costs more than the split gains).
+    int splits = cluster_splits > 0 ? cluster_splits
+                 : flash_decode     ? cuda::flash_decode_splits(a, sm_count_)
+                 : decode           ? attention_splits(blocks, m.max_context_len, blocks < 2 * sm_count_ ? 64 : 512, 8)
+                                    : attention_splits(blocks, m.max_context_len, 128, 2);
     if (decode) splits = cuda::decode_attention_splits(a, splits, sm_count_);  // 9-16 of them may become 8
+    const bool clustered = cluster_splits > 1;
     Tensor partial;
-    if (splits > 1) partial = empty(DType::F32, {a.T * a.H * splits * (a.Dh + 2)});
-    float* part = splits > 1 ? ptr(partial) : nullptr;
-    if (flash_decode) cuda::flash_decode(a, splits, part, stream_);
+    if (splits > 1 && !clustered) partial = empty(DType::F32, {a.T * a.H * splits * (a.Dh + 2)});
+    float* part = splits > 1 && !clustered ? ptr(partial) : nullptr;
+    if (flash_decode) cuda::flash_decode(a, splits, clustered, part, stream_);
     else if (decode) cuda::decode_attention(a, splits, part, sm_count_, stream_);
     else if (q_tiles > 0) cuda::flash_attention(a, q_tiles, splits, part, stream_);
     else cuda::attention(a, splits, part, stream_);

@@ -182,7 +182,7 @@ __global__ void rope_store_kv_kernel(RopeStoreArgs a) {
         if (store) kc[o + i] = from_f32<E>(r0), kc[o + i + half] = from_f32<E>(r1);
       } else {
         const int64_t d = o + half + i;  // past the rotated dims
-        if (ko) ko[d] = kt[d];
+        if (ko && ko != kt) ko[d] = kt[d];
         if (store) kc[d] = from_f32<E>(kt[d]);
       }
     } else if (store) {
@@ -438,11 +438,16 @@ void rope_store_kv(const RopeStoreArgs& a, cudaStream_t s) {
   check_launch("rope_store_kv");
 }
 
+namespace {
+
+// act(gate) * up over `rows` rows of `width` elements, gate's and up's rows ld apart, out's
+// width apart (one dense row: rows 1, width = ld = n). Strided rows take the 8-wide kernel only
+// (glu_rows checks its conditions).
 template <bool kGelu>
-void launch_glu(const void* gate, const void* up, DType in_dt, void* out, DType out_dt, int64_t n, cudaStream_t s,
-                int64_t width = 0, int64_t ld = 0) {
-  if (width == 0) width = ld = n;
-  const bool by8 = n % 8 == 0 && width % 8 == 0 && ld % 8 == 0 && aligned16(gate) && aligned16(up) && aligned16(out);
+void launch_glu(const void* gate, const void* up, DType in_dt, int64_t rows, int64_t width, int64_t ld, void* out,
+                DType out_dt, cudaStream_t s) {
+  const int64_t n = rows * width;
+  const bool by8 = width % 8 == 0 && ld % 8 == 0 && aligned16(gate) && aligned16(up) && aligned16(out);
   with_weight(gate, in_dt, "glu", [&](auto* g) {
     const auto* u = static_cast<decltype(g)>(up);
     with_activation(out, out_dt, "glu", [&](auto* o) {
@@ -455,20 +460,24 @@ void launch_glu(const void* gate, const void* up, DType in_dt, void* out, DType 
   });
 }
 
-void glu(Glu act, const void* gate, const void* up, DType in_dt, void* out, DType out_dt, int64_t n, cudaStream_t s) {
-  if (n == 0) return;
-  if (act == Glu::GeGLU) launch_glu<true>(gate, up, in_dt, out, out_dt, n, s);
-  else launch_glu<false>(gate, up, in_dt, out, out_dt, n, s);
+void launch_glu(Glu act, const void* gate, const void* up, DType in_dt, int64_t rows, int64_t width, int64_t ld,
+                void* out, DType out_dt, cudaStream_t s) {
+  if (rows * width == 0) return;
+  if (act == Glu::GeGLU) launch_glu<true>(gate, up, in_dt, rows, width, ld, out, out_dt, s);
+  else launch_glu<false>(gate, up, in_dt, rows, width, ld, out, out_dt, s);
   check_launch("glu");
+}
+
+}  // namespace
+
+void glu(Glu act, const void* gate, const void* up, DType in_dt, void* out, DType out_dt, int64_t n, cudaStream_t s) {
+  launch_glu(act, gate, up, in_dt, 1, n, n, out, out_dt, s);
 }
 
 bool glu_rows(Glu act, const void* gate, const void* up, DType in_dt, int64_t rows, int64_t width, int64_t ld,
               void* out, DType out_dt, cudaStream_t s) {
   if (width % 8 || ld % 8 || !aligned16(gate) || !aligned16(up) || !aligned16(out)) return false;
-  if (rows * width == 0) return true;
-  if (act == Glu::GeGLU) launch_glu<true>(gate, up, in_dt, out, out_dt, rows * width, s, width, ld);
-  else launch_glu<false>(gate, up, in_dt, out, out_dt, rows * width, s, width, ld);
-  check_launch("glu");
+  launch_glu(act, gate, up, in_dt, rows, width, ld, out, out_dt, s);
   return true;
 }
 
