@@ -561,7 +561,9 @@ std::vector<OpCase> op_cases(const std::string& op) {
                         {3, 256, 255}, {4, 2048, 96},  {5, 33, 7},     {8, 515, 77},   {8, 1024, 130},
                         {9, 100, 70},  {17, 300, 50},  {33, 2048, 72}, {64, 256, 200}, {130, 129, 257},
                         {128, 512, 384}, {8, 2500, 40},  {3, 4100, 33},  // these two: x in several K chunks
-                        {16, 4096, 300}, {2, 512, 101}};
+                        {16, 4096, 300}, {2, 512, 101},
+                        // Rows past one wave of the GPU's GEMV: its k in two halves a row (K % 16 == 0).
+                        {1, 512, 6144}, {1, 520, 6144}, {2, 512, 2500}, {2, 512, 5000}};
     for (DType dt : kFloatTypes)
       for (const S& s : shapes)
         for (bool bias : {false, true}) cases.push_back(linear_case(dt, s.T, s.K, s.N, bias, seed++));
