@@ -440,7 +440,7 @@ int flash_decode_splits(const AttentionArgs& a, int sm_count) {
 int flash_decode_cluster_splits(const AttentionArgs& a) {
   // Measured on the H200 (8B shapes, decode tok/s, against the CUDA-core decode kernel with its
   // own cluster merge or combine): batch 1 / 2 / 4 at context 512 236 / 402 / 886 against 225 /
-  // 385 / 845, batch 1 / 4 at 1000 233 / 870 against 222 / 823, batch 1 / 2 at 2048 227 / 387
+  // 385 / 845, batch 1 / 4 at 1000 233 / 870 against 222 / 824, batch 1 / 2 at 2048 227 / 387
   // against 210 / 339, batch 1 at 4096 216 against 205.
   const int tiles = (a.max_context_len + kKeys - 1) / kKeys;
   if (!decode_in_registers(a) || !dependent_launch_supported() || tiles > 64) return 0;
