@@ -390,7 +390,8 @@ OpCase linear_glu_case(Glu act, DType dt, int T, int K, int F, bool bias, bool i
             Tensor bgd = bias ? upload(be, bg) : Tensor(), bud = bias ? upload(be, bu) : Tensor();
             Tensor g = poisoned(be, {T, F}, io), u = poisoned(be, {T, F}, io);
             Tensor out = in_place ? g : poisoned(be, {T, F}, io);
-            std::vector<Tensor> w = stacked ? be.upload_group({wg, wu}) : std::vector<Tensor>{upload(be, wg), upload(be, wu)};
+            std::vector<Tensor> w =
+                stacked ? be.upload_group({wg, wu}) : std::vector<Tensor>{upload(be, wg), upload(be, wu)};
             be.linear_glu(act, upload(be, x), {w[0], bgd, g}, {w[1], bud, u}, out);
             return Outputs{widened(be, out)};
           }};
@@ -680,7 +681,8 @@ std::vector<OpCase> op_cases(const std::string& op) {
     for (DType dt : {DType::BF16, DType::F16})
       for (int T : {17, 64, 129})
         for (auto [K, F] : {std::pair{256, 67}, {4096, 200}}) {
-          cases.push_back(linear_glu_case(Glu::SwiGLU, dt, T, K, F, false, true, seed++, true, dt));  // the decoder's form
+          // The decoder's form, then f32 x and out.
+          cases.push_back(linear_glu_case(Glu::SwiGLU, dt, T, K, F, false, true, seed++, true, dt));
           cases.push_back(linear_glu_case(Glu::GeGLU, dt, T, K, F, false, false, seed++, true));
         }
   } else if (op == "softcap") {

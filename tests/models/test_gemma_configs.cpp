@@ -46,9 +46,8 @@ TEST(GemmaConfigs, Gemma2OmittedCapsAreTransformersDefaults) {
   });
   auto fixture = logits_with([](nlohmann::json&) {});
   EXPECT_EQ(max_abs_diff(omitted, explicit_defaults), 0.0);
-  EXPECT_GT(max_abs_diff(omitted, off), 1e-2);  // caps of 50 / 30 still bend the largest (0.063)
-  EXPECT_GT(max_abs_diff(fixture, omitted),
-            0.5);  // the fixture's own caps (6 / 4) are not the defaults (1.97)
+  EXPECT_GT(max_abs_diff(omitted, off), 1e-2);     // caps of 50 / 30 still bend the largest (0.063)
+  EXPECT_GT(max_abs_diff(fixture, omitted), 0.5);  // the fixture's caps (6 / 4) are not the defaults (1.97)
 }
 
 // Gemma 3 configs written before transformers 5: the full layers' rope_theta and rope_scaling at

@@ -33,7 +33,7 @@ __host__ __device__ constexpr int block_warps(int wanted, int group, int dh) {
 // Key splits of the CUDA-core decode attention merge in one thread-block cluster (its blocks read
 // each other's shared memory) where there are 2 to 8 of them (the portable cluster size) on
 // compute capability 9+.
-inline bool clusters_merge(int splits) {
+inline bool can_merge_in_cluster(int splits) {
   return splits > 1 && splits <= kMaxClusterBlocks && dependent_launch_supported();
 }
 
@@ -258,7 +258,7 @@ bool launch(const AttentionArgs& a, int splits, float* partial, int sm_count, cu
   // 378.1 / 801.4 against 212.3 / 365.0 / 786.9, context 4096 205.6 / 329.7 / 645.6 against
   // 193.8 / 329.7 / 630.9; 4 lanes a key with 8 or 16 warps were slower at batch 2 and 4.
   if (small_grid(a, splits, sm_count)) {
-    const bool clustered = clusters_merge(splits);
+    const bool clustered = can_merge_in_cluster(splits);
     launch<KV, 2, 8>(a, splits, clustered, partial, s);
     return clustered;
   }
@@ -280,7 +280,7 @@ int decode_attention_splits(const AttentionArgs& a, int splits, int sm_count) {
   // decode tok/s, batch 1 / 2 / 4): context 1000 221 / 380 / 832 against 216 / 370 / 745 with 15
   // splits and the combine, context 600 223 / 382 / 816-841 against 220 / 379 / 806-814.
   const int k = kMaxClusterBlocks;
-  const bool fold = splits > k && splits <= 2 * k && small_grid(a, k, sm_count) && clusters_merge(k);
+  const bool fold = splits > k && splits <= 2 * k && small_grid(a, k, sm_count) && can_merge_in_cluster(k);
   return fold ? k : splits;
 }
 

@@ -221,7 +221,8 @@ __global__ void glu8_kernel(const I* gate, const I* up, O* out, int64_t n8, int6
   allow_next();
   wait_for_previous();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n8; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = ld == 8 * width8 ? 0 : i / width8, in = r * ld + 8 * (i - r * width8);  // no division for dense rows
+    // Dense rows (one row of n) need no division.
+    const int64_t r = ld == 8 * width8 ? 0 : i / width8, in = r * ld + 8 * (i - r * width8);
     float g[8], u[8];
     load8(gate + in, g);
     load8(up + in, u);
