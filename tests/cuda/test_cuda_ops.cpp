@@ -389,12 +389,13 @@ TEST(CudaOps, Attention) {
       {"decode Dh32 GQA8 first tokens", {1, 1, 1}, {1, 2, 45}, 16, 2, 32, 8, 0, 0.0f, DType::BF16},
       {"decode GQA16 (row kernel)", {1}, {100}, 16, 1, 64, 16, 0, 0.0f, DType::F32},
       // Few blocks: 2-8 key splits merged in a cluster (Hopper): the tensor-core register form's
-      // for bf16 caches up to 4096 keys (a window and a soft cap among them), the CUDA-core
-      // kernel's for f32 caches, head_dim 256 and longer bf16 contexts.
+      // for bf16 caches (a window, a soft cap, 66 tiles in 8 splits among them), the CUDA-core
+      // kernel's for f32 caches and head_dim 256.
       {"decode x1 ctx 528 8 splits", {1}, {528}, 32, 8, 128, 16, 0, 0.0f, DType::BF16},
       {"decode x3 cluster window 300", {1, 1, 1}, {1000, 64, 333}, 32, 8, 128, 16, 300, 0.0f, DType::BF16},
       {"decode x2 cluster softcap Dh64", {1, 1}, {700, 65}, 8, 4, 64, 16, 0, 30.0f, DType::BF16},
-      {"decode x1 ctx 4200 (CUDA-core)", {1}, {4200}, 32, 8, 128, 16, 0, 0.0f, DType::BF16},
+      {"decode x1 ctx 4200 cluster", {1}, {4200}, 32, 8, 128, 16, 0, 0.0f, DType::BF16},
+      {"decode x1 Dh256 (CUDA-core)", {1}, {700}, 8, 4, 256, 16, 0, 0.0f, DType::BF16},
       {"decode x1 ctx 200 4 splits", {1}, {200}, 8, 2, 128, 16, 0, 0.0f, DType::BF16},
       {"decode x1 ctx 1000 8 splits", {1}, {1000}, 32, 8, 128, 16, 0, 0.0f, DType::BF16},
       {"decode x2 Dh256 GQA8 splits", {1, 1}, {300, 129}, 16, 2, 256, 16, 0, 0.0f, DType::F32},

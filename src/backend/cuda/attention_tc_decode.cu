@@ -441,10 +441,10 @@ int flash_decode_cluster_splits(const AttentionArgs& a) {
   // Measured on the H200 (8B shapes, decode tok/s, against the CUDA-core decode kernel with its
   // own cluster merge or combine): batch 1 / 2 / 4 at context 512 236 / 402 / 886 against 225 /
   // 385 / 845, batch 1 / 4 at 1000 233 / 870 against 222 / 824, batch 1 / 2 at 2048 227 / 387
-  // against 210 / 339, batch 1 at 4096 216 against 205.
-  const int tiles = (a.max_context_len + kKeys - 1) / kKeys;
-  if (!decode_in_registers(a) || !dependent_launch_supported() || tiles > 64) return 0;
-  return std::clamp(tiles, 1, kMaxClusterBlocks);
+  // against 210 / 339, batch 1 at 4096 216 against 205, batch 1 / 4 at 8192 217 / 635 against
+  // 193 / 538, batch 1 / 2 at 32768 170 / 228 against 134 / 172.
+  if (!decode_in_registers(a) || !dependent_launch_supported()) return 0;
+  return std::clamp((a.max_context_len + kKeys - 1) / kKeys, 1, kMaxClusterBlocks);
 }
 
 void flash_decode(const AttentionArgs& a, int splits, bool clustered, float* partial, cudaStream_t s) {

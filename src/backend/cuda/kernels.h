@@ -174,8 +174,8 @@ bool flash_decode_applies(const AttentionArgs& a, int max_query_len, size_t smem
 // soonest, counting a block's start and the splits' merge.
 int flash_decode_splits(const AttentionArgs& a, int sm_count);
 // Key splits for the form that merges them in a thread-block cluster (the register form's shapes,
-// compute capability 9+, contexts up to 4096 keys): up to 8, one per 64-key tile; 0 where it does
-// not apply. flash_decode(clustered = true) with more than one of them needs no partial results.
+// compute capability 9+): up to 8, one per 64-key tile; 0 where it does not apply.
+// flash_decode(clustered = true) with more than one of them needs no partial results.
 int flash_decode_cluster_splits(const AttentionArgs& a);
 void flash_decode(const AttentionArgs& a, int splits, bool clustered, float* partial, cudaStream_t s);
 
