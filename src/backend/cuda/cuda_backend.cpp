@@ -428,10 +428,10 @@ class CudaBackend final : public Backend {
                  : decode           ? attention_splits(blocks, m.max_context_len, blocks < 2 * sm_count_ ? 64 : 512, 8)
                                     : attention_splits(blocks, m.max_context_len, 128, 2);
     if (decode) splits = cuda::decode_attention_splits(a, splits, sm_count_);  // 9-16 of them may become 8
-    const bool clustered = cluster_splits > 1;
+    const bool clustered = cluster_splits > 1;  // its splits merge in the cluster, with no partial results
     Tensor partial;
     if (splits > 1 && !clustered) partial = empty(DType::F32, {a.T * a.H * splits * (a.Dh + 2)});
-    float* part = splits > 1 && !clustered ? ptr(partial) : nullptr;
+    float* part = partial.defined() ? ptr(partial) : nullptr;
     if (flash_decode) cuda::flash_decode(a, splits, clustered, part, stream_);
     else if (decode) cuda::decode_attention(a, splits, part, sm_count_, stream_);
     else if (q_tiles > 0) cuda::flash_attention(a, q_tiles, splits, part, stream_);
