@@ -430,6 +430,10 @@ TEST(CudaOps, Attention) {
       {"decode x64 TC MHA Dh64 block size 5", std::vector<int>(64, 1), ragged(64, 1, 400), 2, 2, 64, 5, 0, 0.0f,
        DType::BF16},
       {"decode x40 TC GQA3", idle_every(40, 7), ragged(40, 60, 700), 6, 2, 128, 16, 0, 0.0f, DType::BF16},
+      // ... its dense form (4 blocks an SM, no key splits) where 3-4 blocks an SM make one wave
+      // (on the H200's 132 SMs: 397-528 sequence x kv head blocks), ragged, window and softcap.
+      {"decode x60 TC dense window 300 softcap 30", idle_every(60, 9), ragged(60, 1, 1000), 32, 8, 128, 16, 300,
+       30.0f, DType::BF16},
       // ... and the shared-memory form where the register form does not apply (16 heads a group).
       {"decode x8 TC GQA16 Dh128", std::vector<int>(8, 1), ragged(8, 1, 700), 128, 8, 128, 16, 0, 0.0f, DType::BF16},
   };

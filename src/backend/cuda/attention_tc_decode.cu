@@ -190,10 +190,11 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(AttentionArgs a,
 // B fragments (keys per thread column) through four shuffles.
 // kCluster: the key splits (gridDim.z, 2-8) form a cluster and merge there (merge_in_cluster); its
 // blocks have 8 warps, so a split of up to 128 keys takes one step.
+// kMinBlocks: the blocks an SM must hold (4: the dense form of dense_wave, at most 128 registers).
 template <bool kCluster>
 constexpr int kRegWarps = kCluster ? 8 : kWarps;
-template <int DH, bool kCluster>
-__global__ void __launch_bounds__(kRegWarps<kCluster> * 32)
+template <int DH, bool kCluster, int kMinBlocks = 1>
+__global__ void __launch_bounds__(kRegWarps<kCluster> * 32, kMinBlocks)
     flash_decode_reg_kernel(AttentionArgs a, float* partial) {
   constexpr int kW = kRegWarps<kCluster>;
   constexpr int kKP = DH / 32;  // 16-byte pieces a thread reads of each of its 2 K rows
@@ -356,6 +357,9 @@ __global__ void __launch_bounds__(kRegWarps<kCluster> * 32)
   }
 }
 
+constexpr int kDenseBlocks = 4;
+bool dense_wave(const AttentionArgs& a, int sm_count);
+
 template <int DH>
 void configure_decode() {
   allow_shared_memory<flash_decode_kernel<DH>>(DecodeLayout<DH>::bytes, "flash decode shared memory");
@@ -369,7 +373,7 @@ void configure_decode() {
 inline bool decode_in_registers(const AttentionArgs& a) { return a.Dh <= 128 && a.H / a.Hkv <= 8; }
 
 template <int DH>
-void launch_decode(const AttentionArgs& a, int splits, bool clustered, float* partial, cudaStream_t s) {
+void launch_decode(const AttentionArgs& a, int splits, bool clustered, float* partial, int sm_count, cudaStream_t s) {
   dim3 grid(unsigned(a.num_seqs), unsigned(a.Hkv), unsigned(splits));
   if constexpr (DH <= 128) {
     if (clustered) {
@@ -378,7 +382,10 @@ void launch_decode(const AttentionArgs& a, int splits, bool clustered, float* pa
       return;
     }
     if (decode_in_registers(a)) {
-      launch_dependent(flash_decode_reg_kernel<DH, false>, grid, dim3(kThreads), 0, s, a, partial);
+      if (splits == 1 && dense_wave(a, sm_count))
+        launch_dependent(flash_decode_reg_kernel<DH, false, kDenseBlocks>, grid, dim3(kThreads), 0, s, a, partial);
+      else
+        launch_dependent(flash_decode_reg_kernel<DH, false>, grid, dim3(kThreads), 0, s, a, partial);
       return;
     }
   }
@@ -387,11 +394,13 @@ void launch_decode(const AttentionArgs& a, int splits, bool clustered, float* pa
 }
 
 template <int DH>
-int decode_blocks_per_sm(bool in_registers) {
+int decode_blocks_per_sm(bool in_registers, bool dense = false) {
   int n = 0;
   if constexpr (DH <= 128) {
     if (in_registers) {
-      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, flash_decode_reg_kernel<DH, false>, kThreads, 0),
+      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                &n, dense ? flash_decode_reg_kernel<DH, false, kDenseBlocks> : flash_decode_reg_kernel<DH, false>,
+                kThreads, 0),
             "flash decode occupancy");
       return std::max(n, 1);
     }
@@ -400,6 +409,36 @@ int decode_blocks_per_sm(bool in_registers) {
   check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, flash_decode_kernel<DH>, kThreads, DecodeLayout<DH>::bytes),
         "flash decode occupancy");
   return std::max(n, 1);
+}
+
+// The register form's blocks an SM (head_dim 64 or 128), as compiled and in the dense form.
+struct RegOccupancy {
+  int plain, dense;
+};
+RegOccupancy reg_occupancy(int Dh) {
+  static const RegOccupancy d64{decode_blocks_per_sm<64>(true), decode_blocks_per_sm<64>(true, true)};
+  static const RegOccupancy d128{decode_blocks_per_sm<128>(true), decode_blocks_per_sm<128>(true, true)};
+  return Dh == 64 ? d64 : d128;
+}
+
+// Whether the register form runs in its dense form (4 blocks an SM for 3 as compiled, the price
+// 48 bytes of spilled registers at head_dim 128), each (sequence, kv head) in one block with no
+// key split: where those blocks fit one dense wave but not one plain wave (an 8B's 512 blocks at
+// batch 64 on the H200's 132 SMs: 528 slots against 396) and the context is short enough that
+// the plain form's splits and their combine pass cost more than the spills. Measured on the H200
+// (8B shapes, bench_cuda batch 64, two rounds, plain / dense): context 512 9,554, 9,600 / 9,825,
+// 9,877 tok/s (attention 45.5 -> 37.2 µs a layer); 1024 8,356, 8,291 / 8,548, 8,554; 2048 (33
+// tiles) 6,598, 6,621 / 6,705, 6,703; 4096 (65 tiles) 4,742, 4,748 / 4,694, 4,700, hence the
+// bound between. With the dense form's occupancy in the wave rule everywhere, batch 32 (its
+// splits) and 128 ran 1-3% slower.
+constexpr int kDenseMaxTiles = 48;
+bool dense_wave(const AttentionArgs& a, int sm_count) {
+  if (!decode_in_registers(a)) return false;
+  const RegOccupancy occ = reg_occupancy(int(a.Dh));
+  const int64_t blocks = int64_t(a.num_seqs) * a.Hkv;
+  const int tiles = (a.max_context_len + kKeys - 1) / kKeys;
+  return occ.dense > occ.plain && blocks > int64_t(sm_count) * occ.plain && blocks <= int64_t(sm_count) * occ.dense &&
+         tiles <= kDenseMaxTiles;
 }
 
 }  // namespace
@@ -414,12 +453,13 @@ bool flash_decode_applies(const AttentionArgs& a, int max_query_len, size_t smem
 }
 
 int flash_decode_splits(const AttentionArgs& a, int sm_count) {
-  // Blocks an SM, by form (shared-memory, registers) and head_dim (64, 128, 256).
-  static const int per_sm[2][3] = {
-      {decode_blocks_per_sm<64>(false), decode_blocks_per_sm<128>(false), decode_blocks_per_sm<256>(false)},
-      {decode_blocks_per_sm<64>(true), decode_blocks_per_sm<128>(true), 0}};
-  const int64_t slots =
-      int64_t(sm_count) * per_sm[decode_in_registers(a) ? 1 : 0][a.Dh == 64 ? 0 : a.Dh == 128 ? 1 : 2];
+  if (dense_wave(a, sm_count)) return 1;
+  // The shared-memory form's blocks an SM by head_dim (64, 128, 256); the register form's.
+  static const int shared_per_sm[3] = {decode_blocks_per_sm<64>(false), decode_blocks_per_sm<128>(false),
+                                       decode_blocks_per_sm<256>(false)};
+  const int per_sm =
+      decode_in_registers(a) ? reg_occupancy(int(a.Dh)).plain : shared_per_sm[a.Dh == 64 ? 0 : a.Dh == 128 ? 1 : 2];
+  const int64_t slots = int64_t(sm_count) * per_sm;
   const int64_t blocks = int64_t(a.num_seqs) * a.Hkv;
   const int tiles = std::max(1, (a.max_context_len + kKeys - 1) / kKeys);
   // Each wave of blocks takes as long as one block: its tiles plus about one tile's worth of
@@ -447,13 +487,13 @@ int flash_decode_cluster_splits(const AttentionArgs& a) {
   return std::clamp((a.max_context_len + kKeys - 1) / kKeys, 1, kMaxClusterBlocks);
 }
 
-void flash_decode(const AttentionArgs& a, int splits, bool clustered, float* partial, cudaStream_t s) {
+void flash_decode(const AttentionArgs& a, int splits, bool clustered, float* partial, int sm_count, cudaStream_t s) {
   TESSERA_CHECK(!clustered || (splits > 1 && splits <= flash_decode_cluster_splits(a)),
                 "flash decode: these splits cannot merge in a cluster");
   switch (a.Dh) {
-    case 64: launch_decode<64>(a, splits, clustered, partial, s); break;
-    case 128: launch_decode<128>(a, splits, clustered, partial, s); break;
-    case 256: launch_decode<256>(a, splits, clustered, partial, s); break;
+    case 64: launch_decode<64>(a, splits, clustered, partial, sm_count, s); break;
+    case 128: launch_decode<128>(a, splits, clustered, partial, sm_count, s); break;
+    case 256: launch_decode<256>(a, splits, clustered, partial, sm_count, s); break;
     default: throw Error("flash decode: unsupported head_dim " + std::to_string(a.Dh));
   }
   check_launch("flash decode");

@@ -432,7 +432,7 @@ class CudaBackend final : public Backend {
     Tensor partial;
     if (splits > 1 && !clustered) partial = empty(DType::F32, {a.T * a.H * splits * (a.Dh + 2)});
     float* part = partial.defined() ? ptr(partial) : nullptr;
-    if (flash_decode) cuda::flash_decode(a, splits, clustered, part, stream_);
+    if (flash_decode) cuda::flash_decode(a, splits, clustered, part, sm_count_, stream_);
     else if (decode) cuda::decode_attention(a, splits, part, sm_count_, stream_);
     else if (q_tiles > 0) cuda::flash_attention(a, q_tiles, splits, part, stream_);
     else cuda::attention(a, splits, part, stream_);

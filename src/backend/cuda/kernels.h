@@ -171,12 +171,14 @@ void flash_attention(const AttentionArgs& a, int q_tiles, int splits, float* par
 // one block per (sequence, kv head, split), the warps sharing out each tile's keys.
 bool flash_decode_applies(const AttentionArgs& a, int max_query_len, size_t smem_limit);
 // Key splits for it: the count whose whole waves of blocks (at the kernel's occupancy) finish
-// soonest, counting a block's start and the splits' merge.
+// soonest, counting a block's start and the splits' merge; 1 where the register form's dense
+// form (4 blocks an SM) takes every block in one wave. flash_decode picks that form from the
+// same shapes and sm_count.
 int flash_decode_splits(const AttentionArgs& a, int sm_count);
 // Key splits for the form that merges them in a thread-block cluster (the register form's shapes,
 // compute capability 9+): up to 8, one per 64-key tile; 0 where it does not apply.
 // flash_decode(clustered = true) with more than one of them needs no partial results.
 int flash_decode_cluster_splits(const AttentionArgs& a);
-void flash_decode(const AttentionArgs& a, int splits, bool clustered, float* partial, cudaStream_t s);
+void flash_decode(const AttentionArgs& a, int splits, bool clustered, float* partial, int sm_count, cudaStream_t s);
 
 }  // namespace tessera::cuda
