@@ -357,9 +357,6 @@ __global__ void __launch_bounds__(kRegWarps<kCluster> * 32, kMinBlocks)
   }
 }
 
-constexpr int kDenseBlocks = 4;
-bool dense_wave(const AttentionArgs& a, int sm_count);
-
 template <int DH>
 void configure_decode() {
   allow_shared_memory<flash_decode_kernel<DH>>(DecodeLayout<DH>::bytes, "flash decode shared memory");
@@ -372,26 +369,7 @@ void configure_decode() {
 // 4,451-4,477; the kernel at batch 64 executes 7.7 M instructions instead of 14.7 M.
 inline bool decode_in_registers(const AttentionArgs& a) { return a.Dh <= 128 && a.H / a.Hkv <= 8; }
 
-template <int DH>
-void launch_decode(const AttentionArgs& a, int splits, bool clustered, float* partial, int sm_count, cudaStream_t s) {
-  dim3 grid(unsigned(a.num_seqs), unsigned(a.Hkv), unsigned(splits));
-  if constexpr (DH <= 128) {
-    if (clustered) {
-      launch_in_clusters(flash_decode_reg_kernel<DH, true>, grid, dim3(1, 1, unsigned(splits)),
-                         dim3(kRegWarps<true> * 32), 0, s, a, partial);
-      return;
-    }
-    if (decode_in_registers(a)) {
-      if (splits == 1 && dense_wave(a, sm_count))
-        launch_dependent(flash_decode_reg_kernel<DH, false, kDenseBlocks>, grid, dim3(kThreads), 0, s, a, partial);
-      else
-        launch_dependent(flash_decode_reg_kernel<DH, false>, grid, dim3(kThreads), 0, s, a, partial);
-      return;
-    }
-  }
-  configure_decode<DH>();
-  launch_dependent(flash_decode_kernel<DH>, grid, dim3(kThreads), DecodeLayout<DH>::bytes, s, a, partial);
-}
+constexpr int kDenseBlocks = 4;
 
 template <int DH>
 int decode_blocks_per_sm(bool in_registers, bool dense = false) {
@@ -439,6 +417,27 @@ bool dense_wave(const AttentionArgs& a, int sm_count) {
   const int tiles = (a.max_context_len + kKeys - 1) / kKeys;
   return occ.dense > occ.plain && blocks > int64_t(sm_count) * occ.plain && blocks <= int64_t(sm_count) * occ.dense &&
          tiles <= kDenseMaxTiles;
+}
+
+template <int DH>
+void launch_decode(const AttentionArgs& a, int splits, bool clustered, float* partial, int sm_count, cudaStream_t s) {
+  dim3 grid(unsigned(a.num_seqs), unsigned(a.Hkv), unsigned(splits));
+  if constexpr (DH <= 128) {
+    if (clustered) {
+      launch_in_clusters(flash_decode_reg_kernel<DH, true>, grid, dim3(1, 1, unsigned(splits)),
+                         dim3(kRegWarps<true> * 32), 0, s, a, partial);
+      return;
+    }
+    if (decode_in_registers(a)) {
+      if (splits == 1 && dense_wave(a, sm_count))
+        launch_dependent(flash_decode_reg_kernel<DH, false, kDenseBlocks>, grid, dim3(kThreads), 0, s, a, partial);
+      else
+        launch_dependent(flash_decode_reg_kernel<DH, false>, grid, dim3(kThreads), 0, s, a, partial);
+      return;
+    }
+  }
+  configure_decode<DH>();
+  launch_dependent(flash_decode_kernel<DH>, grid, dim3(kThreads), DecodeLayout<DH>::bytes, s, a, partial);
 }
 
 }  // namespace
