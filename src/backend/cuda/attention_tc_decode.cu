@@ -371,31 +371,31 @@ inline bool decode_in_registers(const AttentionArgs& a) { return a.Dh <= 128 && 
 
 constexpr int kDenseBlocks = 4;
 
-template <int DH>
-int decode_blocks_per_sm(bool in_registers, bool dense = false) {
+// Blocks of kThreads an SM for one of the decode kernels with `smem` bytes of shared memory.
+template <class Kernel>
+int blocks_per_sm(Kernel kernel, size_t smem) {
   int n = 0;
-  if constexpr (DH <= 128) {
-    if (in_registers) {
-      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                &n, dense ? flash_decode_reg_kernel<DH, false, kDenseBlocks> : flash_decode_reg_kernel<DH, false>,
-                kThreads, 0),
-            "flash decode occupancy");
-      return std::max(n, 1);
-    }
-  }
-  configure_decode<DH>();
-  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, flash_decode_kernel<DH>, kThreads, DecodeLayout<DH>::bytes),
-        "flash decode occupancy");
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem), "flash decode occupancy");
   return std::max(n, 1);
+}
+
+template <int DH>
+int shared_blocks_per_sm() {
+  configure_decode<DH>();
+  return blocks_per_sm(flash_decode_kernel<DH>, DecodeLayout<DH>::bytes);
 }
 
 // The register form's blocks an SM (head_dim 64 or 128), as compiled and in the dense form.
 struct RegOccupancy {
   int plain, dense;
 };
+template <int DH>
+RegOccupancy reg_occupancy_of() {
+  return {blocks_per_sm(flash_decode_reg_kernel<DH, false>, 0),
+          blocks_per_sm(flash_decode_reg_kernel<DH, false, kDenseBlocks>, 0)};
+}
 RegOccupancy reg_occupancy(int Dh) {
-  static const RegOccupancy d64{decode_blocks_per_sm<64>(true), decode_blocks_per_sm<64>(true, true)};
-  static const RegOccupancy d128{decode_blocks_per_sm<128>(true), decode_blocks_per_sm<128>(true, true)};
+  static const RegOccupancy d64 = reg_occupancy_of<64>(), d128 = reg_occupancy_of<128>();
   return Dh == 64 ? d64 : d128;
 }
 
@@ -454,8 +454,8 @@ bool flash_decode_applies(const AttentionArgs& a, int max_query_len, size_t smem
 int flash_decode_splits(const AttentionArgs& a, int sm_count) {
   if (dense_wave(a, sm_count)) return 1;
   // The shared-memory form's blocks an SM by head_dim (64, 128, 256); the register form's.
-  static const int shared_per_sm[3] = {decode_blocks_per_sm<64>(false), decode_blocks_per_sm<128>(false),
-                                       decode_blocks_per_sm<256>(false)};
+  static const int shared_per_sm[3] = {shared_blocks_per_sm<64>(), shared_blocks_per_sm<128>(),
+                                       shared_blocks_per_sm<256>()};
   const int per_sm =
       decode_in_registers(a) ? reg_occupancy(int(a.Dh)).plain : shared_per_sm[a.Dh == 64 ? 0 : a.Dh == 128 ? 1 : 2];
   const int64_t slots = int64_t(sm_count) * per_sm;
