@@ -184,6 +184,41 @@ TEST(CudaOps, Linear) {
     }
 }
 
+// Products recorded behind the kernels that write their input, as a decode step records them
+// (a cuBLASLt plan whose kernels were seen to wait for their predecessor is captured as its
+// programmatic dependent, so it starts early): each replay, its input uploaded anew before it,
+// must give the product of that input, not of the one before.
+TEST(CudaOps, RecordedLinear) {
+  TESSERA_REQUIRE_CUDA(be);
+  std::mt19937 rng(29);
+  for (DType dt : kWeightTypes)
+    for (auto [T, K, N] : {std::tuple{32, 1024, 3072}, {64, 2048, 1024}, {24, 512, 4096}, {128, 1024, 1024}}) {
+      Tensor w = random_host(dt, {N, K}, 1.0f / std::sqrt(float(K)), rng);
+      Tensor norm = random_host(DType::F32, {K}, 1.0f, rng);
+      Tensor gw = be->upload(w), gnorm = be->upload(norm), gx = be->empty(DType::F32, {T, K});
+      Tensor h = be->empty(DType::F32, {T, K}), out = be->empty(DType::F32, {T, N});
+      auto step = [&] {
+        be->rms_norm(gx, gnorm, 1e-6f, 0.0f, h);
+        be->linear(h, gw, Tensor(), out);
+      };
+      // Once eagerly first (the product's plan is made then, as in a batch size's first step).
+      be->upload_to(random_host(DType::F32, {T, K}, 1.0f, rng), gx);
+      step();
+      std::unique_ptr<Recording> recording = be->record(step);
+      ASSERT_TRUE(recording);
+      for (int r = 0; r < 2; ++r) {
+        Tensor x = random_host(DType::F32, {T, K}, 1.0f, rng);
+        Tensor hx = Tensor::empty(DType::F32, {T, K}), want = Tensor::empty(DType::F32, {T, N});
+        reference().rms_norm(x, norm, 1e-6f, 0.0f, hx);
+        reference().linear(hx, w, Tensor(), want);
+        be->upload_to(x, gx);
+        be->replay(*recording);
+        expect_close("recorded linear", fmt("%s T%d K%d N%d replay %d", dname(dt).c_str(), T, K, N, r),
+                     to_host_f32(*be, out), host_values(want), limit_for(dt));
+      }
+    }
+}
+
 // q/k/v- and gate/up-shaped groups, uploaded apart or stacked (upload_group), through the
 // one-launch GEMV (1-2 tokens), the skinny product (3-16 tokens on Hopper), the stacked
 // product + column scatter and the per-part products (more tokens), against the reference's
