@@ -184,10 +184,10 @@ TEST(CudaOps, Linear) {
     }
 }
 
-// Products recorded behind the kernels that write their input, as a decode step records them
-// (a cuBLASLt plan whose kernels were seen to wait for their predecessor is captured as its
-// programmatic dependent, so it starts early): each replay, its input uploaded anew before it,
-// must give the product of that input, not of the one before.
+// Products recorded behind the kernels that write their input, as a decode step records them:
+// each replay, its input uploaded anew before it, must give the product of that input, not of
+// the one before (which cuBLASLt's kernels read when recorded as programmatic dependents of
+// the kernel before them: bench/RESULTS.md, 2026-12-02).
 TEST(CudaOps, RecordedLinear) {
   TESSERA_REQUIRE_CUDA(be);
   std::mt19937 rng(29);

@@ -4,7 +4,6 @@
 #include <cstdint>
 
 #include "backend/cuda/check.h"
-#include "backend/cuda/kernels.h"
 
 namespace tessera::cuda {
 namespace {
@@ -81,7 +80,6 @@ const Gemm::Plan& Gemm::plan(const Key& key, const void* w) {
         cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.c, p.c, &known->second, &check) == CUBLAS_STATUS_SUCCESS &&
         check.workspaceSize <= workspace_bytes_)
       p.algo = known->second;
-    p.waits = !capturing(stream_) && dependent_launches() && waits_for_predecessor(key, p, w);
   }
   return plans_.emplace(key, p).first->second;
 }
@@ -179,71 +177,6 @@ cublasLtMatmulAlgo_t Gemm::timed_choice(const Key& bucket, cublasLtMatmulDesc_t 
   return choice;
 }
 
-// Whether p's kernels, captured as the programmatic dependent of a kernel that lets them start at
-// once but writes their input x only ~20 µs later, still give the product of the written x:
-// cuBLASLt's Hopper kernels wait for their predecessor (griddepcontrol.wait), its older ones
-// (f32, for one) start at once and would read x before it is written. Asked once per plan, on
-// scratch x and outputs and the real weights w; where scratch is short, the answer is no.
-bool Gemm::waits_for_predecessor(const Key& key, const Plan& p, const void* w) {
-  const int64_t T = std::get<2>(key), N = std::get<3>(key), K = std::get<4>(key);
-  const size_t x_bytes = size_t(T * K) * dtype_size(DType(std::get<0>(key)));
-  const size_t out_bytes = size_t(T * N) * dtype_size(DType(std::get<1>(key)));
-  void *x = nullptr, *out = nullptr, *want = nullptr, *differ = nullptr;
-  const bool scratch = cudaMalloc(&x, x_bytes) == cudaSuccess && cudaMalloc(&out, out_bytes) == cudaSuccess &&
-                       cudaMalloc(&want, out_bytes) == cudaSuccess && cudaMalloc(&differ, sizeof(unsigned)) == cudaSuccess;
-  if (!scratch) cudaGetLastError();  // the failed allocation's error (not sticky)
-  unsigned differences = 1;
-  const float one = 1.0f, zero = 0.0f;
-  auto matmul = [&](void* d) {
-    return cublasLtMatmul(handle_, p.desc, &one, w, p.a, x, p.b, &zero, d, p.c, d, p.c, &p.algo, workspace_,
-                          workspace_bytes_, stream_) == CUBLAS_STATUS_SUCCESS;
-  };
-  const uint32_t written = 0x3e003e00u;  // 0.125 in bf16 (1.5 in f16); the bytes before: 0x3c
-  if (scratch) {
-    late_fill(x, x_bytes, written, 0, stream_);
-    const bool ran = matmul(want);
-    TESSERA_CUDA_CHECK(cudaMemsetAsync(x, 0x3c, x_bytes, stream_));
-    cudaGraph_t graph = nullptr;
-    TESSERA_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
-    late_fill(x, x_bytes, written, 20, stream_);
-    depend_programmatically();
-    const bool captured = matmul(out);
-    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
-    cudaGraphExec_t exec = nullptr;
-    if (ran && captured && ended == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
-      TESSERA_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
-      TESSERA_CUDA_CHECK(cudaMemsetAsync(differ, 0, sizeof(unsigned), stream_));
-      count_differences(out, want, out_bytes / 4, static_cast<unsigned*>(differ), stream_);
-      TESSERA_CUDA_CHECK(cudaMemcpyAsync(&differences, differ, sizeof(unsigned), cudaMemcpyDeviceToHost, stream_));
-    }
-    TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    if (exec) cudaGraphExecDestroy(exec);
-    if (graph) cudaGraphDestroy(graph);
-    cudaGetLastError();  // a refused capture's or instantiation's error: the answer is no
-  }
-  for (void* b : {x, out, want, differ}) cudaFree(b);  // cudaFree(nullptr) does nothing
-  return differences == 0;
-}
-
-// Makes the next launch recorded on the stream a programmatic dependent of the one kernel
-// recorded before it (where the stream's last node is one kernel): it may start before that
-// kernel ends.
-void Gemm::depend_programmatically() {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  const cudaGraphNode_t* last = nullptr;
-  size_t count = 0;
-  TESSERA_CUDA_CHECK(cudaStreamGetCaptureInfo(stream_, &status, nullptr, nullptr, &last, nullptr, &count));
-  if (status != cudaStreamCaptureStatusActive || count != 1) return;
-  cudaGraphNodeType type;
-  TESSERA_CUDA_CHECK(cudaGraphNodeGetType(last[0], &type));
-  if (type != cudaGraphNodeTypeKernel) return;
-  cudaGraphNode_t node = last[0];
-  cudaGraphEdgeData edge{};
-  edge.from_port = cudaGraphKernelNodePortProgrammatic;
-  edge.type = cudaGraphDependencyTypeProgrammatic;
-  TESSERA_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(stream_, &node, &edge, 1, cudaStreamSetCaptureDependencies));
-}
-
 void Gemm::run(const void* a, const void* w, DType dtype, void* out, DType out_dtype, int64_t T, int64_t N,
                int64_t K) {
   if (T == 0 || N == 0) return;
@@ -251,7 +184,6 @@ void Gemm::run(const void* a, const void* w, DType dtype, void* out, DType out_d
                 "linear: output of " + std::string(dtype_name(out_dtype)) + " for " + std::string(dtype_name(dtype)) +
                     " operands");
   const Plan& p = plan({int(dtype), int(out_dtype), T, N, K, alignment(a), alignment(w), alignment(out)}, w);
-  if (p.waits && capturing(stream_)) depend_programmatically();
   const float one = 1.0f, zero = 0.0f;
   TESSERA_CUDA_CHECK(cublasLtMatmul(handle_, p.desc, &one, w, p.a, a, p.b, &zero, out, p.c, out, p.c, &p.algo,
                                     workspace_, workspace_bytes_, stream_));

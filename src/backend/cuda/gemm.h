@@ -7,9 +7,6 @@
 // few steps; timing each new one would stall it for milliseconds). The runner pads recorded
 // decode steps to a power of two, so they run at the count their choice was timed for, whichever
 // count of the bucket came first (timed at 48 instead, batch 64 ran 9% slower on the H200).
-// While a stream is recorded, a decode product whose kernels were seen to wait for their
-// predecessor (waits_for_predecessor) is captured as a programmatic dependent of the kernel
-// before it, so it starts while that kernel ends, as the backend's own kernels do.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -35,7 +32,6 @@ class Gemm {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
-    bool waits = false;  // its kernels wait for their predecessor (griddepcontrol.wait)
   };
   // dtype, out dtype, T, N, K, alignment of the three pointers (cuBLASLt picks kernels by alignment)
   using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int, int, int>;
@@ -44,8 +40,6 @@ class Gemm {
   void layouts(const Key& key, Plan& p) const;
   int candidates(const Key& key, const Plan& p, cublasLtMatmulHeuristicResult_t* out, int most) const;
   cublasLtMatmulAlgo_t timed_choice(const Key& bucket, cublasLtMatmulDesc_t desc, const void* w);
-  bool waits_for_predecessor(const Key& key, const Plan& p, const void* w);
-  void depend_programmatically();
   static constexpr int64_t kTunedTokens = 512;
   static constexpr int kCandidates = 8;
 

@@ -181,13 +181,4 @@ int flash_decode_splits(const AttentionArgs& a, int sm_count);
 int flash_decode_cluster_splits(const AttentionArgs& a);
 void flash_decode(const AttentionArgs& a, int splits, bool clustered, float* partial, int sm_count, cudaStream_t s);
 
-// Whether a library kernel waits for its predecessor (dependency_probe.cu). dependent_launches():
-// whether the GPU runs programmatic dependent launches (compute capability 9+). late_fill()
-// writes `value` to the bytes / 4 words at p after about delay_us microseconds, its dependents
-// allowed to start at once. count_differences() adds to *out the number of the `words` 32-bit
-// words at a and b that differ.
-bool dependent_launches();
-void late_fill(void* p, size_t bytes, uint32_t value, unsigned delay_us, cudaStream_t s);
-void count_differences(const void* a, const void* b, size_t words, unsigned* out, cudaStream_t s);
-
 }  // namespace tessera::cuda
