@@ -4,7 +4,8 @@
 // safetensors + index, config.json; no tokenizer: serve then takes token ids), reads it into the
 // page cache, then times `tessera serve` from exec to GET /health answering 200, and reads the
 // server's log for the weights' upload rate and the KV capacity. A second start without
-// --kv-cache-memory shows the profiled default (--gpu-memory-utilization 0.9).
+// --kv-cache-memory shows the profiled default (--gpu-memory-utilization 0.9). With --shape
+// qwen3-4b --write-only it writes a Qwen3-4B-shaped checkpoint for bench_engine and stops.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -44,9 +45,17 @@ struct TensorSpec {
   }
 };
 
-// The 8B's tensors in transformers' order.
-std::vector<TensorSpec> tensors_8b() {
-  const int64_t H = 4096, I = 14336, L = 32, Dh = 128, Q = 32 * Dh, KV = 8 * Dh, V = 128256;
+// A decoder checkpoint's shape: its tensors in transformers' order and its config.json.
+struct Checkpoint {
+  std::vector<TensorSpec> tensors;
+  json config;
+};
+
+// Llama-style layers of hidden H, intermediate I, L layers, nq / nkv heads of Dh, vocab V; with
+// qk_norm each layer has Qwen3's per-head q/k norms; tied: no lm_head (the embeddings serve).
+std::vector<TensorSpec> decoder_tensors(int64_t H, int64_t I, int64_t L, int64_t nq, int64_t nkv, int64_t Dh,
+                                        int64_t V, bool qk_norm, bool tied) {
+  const int64_t Q = nq * Dh, KV = nkv * Dh;
   std::vector<TensorSpec> t = {{"model.embed_tokens.weight", {V, H}, false}};
   for (int64_t l = 0; l < L; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
@@ -55,40 +64,70 @@ std::vector<TensorSpec> tensors_8b() {
     t.push_back({p + "self_attn.k_proj.weight", {KV, H}, false});
     t.push_back({p + "self_attn.v_proj.weight", {KV, H}, false});
     t.push_back({p + "self_attn.o_proj.weight", {H, Q}, false});
+    if (qk_norm) {
+      t.push_back({p + "self_attn.q_norm.weight", {Dh}, true});
+      t.push_back({p + "self_attn.k_norm.weight", {Dh}, true});
+    }
     t.push_back({p + "post_attention_layernorm.weight", {H}, true});
     t.push_back({p + "mlp.gate_proj.weight", {I, H}, false});
     t.push_back({p + "mlp.up_proj.weight", {I, H}, false});
     t.push_back({p + "mlp.down_proj.weight", {H, I}, false});
   }
   t.push_back({"model.norm.weight", {H}, true});
-  t.push_back({"lm_head.weight", {V, H}, false});
+  if (!tied) t.push_back({"lm_head.weight", {V, H}, false});
   return t;
 }
 
-json config_8b() {
-  return {{"architectures", {"LlamaForCausalLM"}},
-          {"model_type", "llama"},
-          {"hidden_size", 4096},
-          {"intermediate_size", 14336},
-          {"num_hidden_layers", 32},
-          {"num_attention_heads", 32},
-          {"num_key_value_heads", 8},
-          {"head_dim", 128},
-          {"vocab_size", 128256},
-          {"max_position_embeddings", 131072},
-          {"rms_norm_eps", 1e-5},
-          {"rope_theta", 500000.0},
-          {"rope_scaling",
-           {{"rope_type", "llama3"},
-            {"factor", 8.0},
-            {"low_freq_factor", 1.0},
-            {"high_freq_factor", 4.0},
-            {"original_max_position_embeddings", 8192}}},
-          {"tie_word_embeddings", false},
-          {"torch_dtype", "bfloat16"},
-          {"bos_token_id", 128000},
-          {"eos_token_id", 128001},
-          {"hidden_act", "silu"}};
+// The start-up targets' model: Llama-3.1-8B's shape.
+Checkpoint llama_8b() {
+  json config = {{"architectures", {"LlamaForCausalLM"}},
+                 {"model_type", "llama"},
+                 {"hidden_size", 4096},
+                 {"intermediate_size", 14336},
+                 {"num_hidden_layers", 32},
+                 {"num_attention_heads", 32},
+                 {"num_key_value_heads", 8},
+                 {"head_dim", 128},
+                 {"vocab_size", 128256},
+                 {"max_position_embeddings", 131072},
+                 {"rms_norm_eps", 1e-5},
+                 {"rope_theta", 500000.0},
+                 {"rope_scaling",
+                  {{"rope_type", "llama3"},
+                   {"factor", 8.0},
+                   {"low_freq_factor", 1.0},
+                   {"high_freq_factor", 4.0},
+                   {"original_max_position_embeddings", 8192}}},
+                 {"tie_word_embeddings", false},
+                 {"torch_dtype", "bfloat16"},
+                 {"bos_token_id", 128000},
+                 {"eos_token_id", 128001},
+                 {"hidden_act", "silu"}};
+  return {decoder_tensors(4096, 14336, 32, 32, 8, 128, 128256, false, false), config};
+}
+
+// Qwen3-4B's shape (per-head q/k norms, tied embeddings): for bench_engine --model, to time a
+// qk-norm model's decode.
+Checkpoint qwen3_4b() {
+  json config = {{"architectures", {"Qwen3ForCausalLM"}},
+                 {"model_type", "qwen3"},
+                 {"hidden_size", 2560},
+                 {"intermediate_size", 9728},
+                 {"num_hidden_layers", 36},
+                 {"num_attention_heads", 32},
+                 {"num_key_value_heads", 8},
+                 {"head_dim", 128},
+                 {"vocab_size", 151936},
+                 {"max_position_embeddings", 40960},
+                 {"rms_norm_eps", 1e-6},
+                 {"rope_theta", 1000000.0},
+                 {"attention_bias", false},
+                 {"tie_word_embeddings", true},
+                 {"torch_dtype", "bfloat16"},
+                 {"bos_token_id", 151643},
+                 {"eos_token_id", 151645},
+                 {"hidden_act", "silu"}};
+  return {decoder_tensors(2560, 9728, 36, 32, 8, 128, 151936, true, true), config};
 }
 
 struct Shard {
@@ -142,7 +181,7 @@ void fill_random(uint16_t* p, size_t n, uint64_t seed) {
   }
 }
 
-void write_checkpoint(const fs::path& dir, const std::vector<Shard>& shards) {
+void write_checkpoint(const fs::path& dir, const std::vector<Shard>& shards, const json& config) {
   fs::create_directories(dir);
   const size_t chunk = size_t(64) << 20;
   std::vector<uint16_t> buf(chunk / 2);
@@ -179,7 +218,7 @@ void write_checkpoint(const fs::path& dir, const std::vector<Shard>& shards) {
   }
   index["metadata"]["total_size"] = total;
   std::ofstream(dir / "model.safetensors.index.json") << index.dump(2);
-  std::ofstream(dir / "config.json") << config_8b().dump(2);
+  std::ofstream(dir / "config.json") << config.dump(2);
 }
 
 bool checkpoint_present(const fs::path& dir, const std::vector<Shard>& shards) {
@@ -305,13 +344,19 @@ std::string capture(const std::string& text, const std::string& pattern) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Start-up of tessera serve with an 8B-shaped bf16 checkpoint on the GPU"};
-  std::string dir = (fs::temp_directory_path() / "tessera-bench-load-8b").string();
+  std::string dir, shape = "llama-8b";
   std::string tessera = (fs::canonical("/proc/self/exe").parent_path() / "tessera").string();
   if (!fs::exists(tessera)) tessera = (fs::canonical("/proc/self/exe").parent_path() / ".." / ".." / "tessera").string();
   std::string device = "cuda";
   double timeout_s = 120;
   bool profiled = true;
-  app.add_option("--dir", dir, "Checkpoint directory (written when absent or of the wrong size)")->capture_default_str();
+  app.add_option("--dir", dir, "Checkpoint directory (written when absent or of the wrong size; default: "
+                              "tessera-bench-load-8b, or tessera-bench-load-SHAPE, in the temporary directory)");
+  app.add_option("--shape", shape, "Checkpoint shape: llama-8b (the targets') or qwen3-4b")
+      ->check(CLI::IsMember({"llama-8b", "qwen3-4b"}))
+      ->capture_default_str();
+  bool write_only = false;
+  app.add_flag("--write-only", write_only, "Write the checkpoint (when absent) and stop: a model for bench_engine");
   std::string model;
   app.add_option("--model", model, "Time this model directory instead (a real checkpoint; the targets are the 8B's)");
   app.add_option("--tessera", tessera, "The tessera binary")->capture_default_str();
@@ -320,7 +365,11 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-profiled", profiled, "Skip the second start (KV cache sized by --gpu-memory-utilization)");
   CLI11_PARSE(app, argc, argv);
 
-  auto tensors = tensors_8b();
+  const Checkpoint ckpt = shape == "qwen3-4b" ? qwen3_4b() : llama_8b();
+  if (dir.empty())
+    dir = (fs::temp_directory_path() / (shape == "llama-8b" ? "tessera-bench-load-8b" : "tessera-bench-load-" + shape))
+              .string();
+  const std::vector<TensorSpec>& tensors = ckpt.tensors;
   auto shards = plan_shards(tensors);
   size_t weight_bytes = 0;
   for (auto& t : tensors) weight_bytes += t.bytes();
@@ -331,10 +380,11 @@ int main(int argc, char** argv) {
     std::printf("checkpoint: %s (present, %.2f GB)\n", dir.c_str(), double(weight_bytes) / 1e9);
   } else {
     auto t0 = Clock::now();
-    write_checkpoint(dir, shards);
+    write_checkpoint(dir, shards, ckpt.config);
     std::printf("checkpoint: %s written, %.2f GB in %zu shards, %.1f s\n", dir.c_str(), double(weight_bytes) / 1e9,
                 shards.size(), seconds_since(t0));
   }
+  if (write_only) return 0;
   double read_bps = read_into_page_cache(dir);
   std::printf("page cache: read at %.1f GB/s\n", read_bps / 1e9);
 

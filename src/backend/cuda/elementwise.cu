@@ -2,8 +2,8 @@
 // dtype conversion, bias. Memory-bound: coalesced accesses, one pass each. Those a decode step
 // runs between its products are programmatic dependents (launch_dependent): each starts while
 // the kernel before it ends and waits for it only before touching memory. One launched plainly
-// stops that chain: Qwen3's per-head q/k norms did, twice a layer (4B shape: batch 8 2,149 →
-// 2,257 tok/s once they no longer did).
+// stops that chain: Qwen3's per-head q/k norms did, twice a layer (4B shape: batch 8 2,190 →
+// 2,287 tok/s once they no longer did).
 #include <cmath>
 #include <type_traits>
 
