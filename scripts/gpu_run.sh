@@ -104,6 +104,12 @@ run() {
   local ckpt
   ckpt=$(sed -n 's/^checkpoint: \([^ ,]*\).*/\1/p' "$log_dir/bench_load.log" | head -n 1)
   "$bin/bench_engine" --model "${ckpt:-/tmp/tessera-bench-load-8b}" 2>&1 | tee "$log_dir/bench_engine.log" || status=1
+  # A qk-norm model's decode (Qwen3-4B shape, 8 GB written once): two norms a layer between products.
+  "$bin/bench_load" --shape qwen3-4b --write-only 2>&1 | tee "$log_dir/bench_load_qwen3.log" || status=1
+  local qckpt
+  qckpt=$(sed -n 's/^checkpoint: \([^ ,]*\).*/\1/p' "$log_dir/bench_load_qwen3.log" | head -n 1)
+  "$bin/bench_engine" --model "${qckpt:-/tmp/tessera-bench-load-qwen3-4b}" --batches 1,8,32 --gen 64 \
+    >"$log_dir/bench_engine_qwen3.log" 2>&1 || status=1
   echo "== summary"
   grep -h -E '^NMSE|^MODEL' "$log_dir/test_cuda_ops.log" "$log_dir/test_cuda_models.log"
   grep -h -E 'PASSED|FAILED' "$log_dir"/test_*.log
@@ -113,6 +119,8 @@ run() {
   sed -n '/^measurement/,$p' "$log_dir/bench_cuda_ctx4096.log" | grep decode
   sed -n '/^measurement/,$p' "$log_dir/bench_load.log"
   sed -n '/^batch/,$p' "$log_dir/bench_engine.log"
+  echo "Qwen3-4B shape (bench_engine --batches 1,8,32 --gen 64):"
+  awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_qwen3.log"
   return $status
 }
 
