@@ -100,16 +100,19 @@ run() {
   "$bin/bench_cuda" --context 4096 --steps 5 >"$log_dir/bench_cuda_ctx4096.log" 2>&1 || status=1
   # tessera serve start-up with an 8B-shaped checkpoint it writes (16 GB, kept in $TMPDIR).
   "$bin/bench_load" --tessera "$bin/tessera" 2>&1 | tee "$log_dir/bench_load.log" || status=1
+  # The checkpoint directory a bench_load log ($1) names, else its default ($2).
+  checkpoint_in() {
+    local d
+    d=$(sed -n 's/^checkpoint: \([^ ,]*\).*/\1/p' "$1" | head -n 1)
+    echo "${d:-$2}"
+  }
   # Batched generation through the whole engine on that checkpoint.
-  local ckpt
-  ckpt=$(sed -n 's/^checkpoint: \([^ ,]*\).*/\1/p' "$log_dir/bench_load.log" | head -n 1)
-  "$bin/bench_engine" --model "${ckpt:-/tmp/tessera-bench-load-8b}" 2>&1 | tee "$log_dir/bench_engine.log" || status=1
+  "$bin/bench_engine" --model "$(checkpoint_in "$log_dir/bench_load.log" /tmp/tessera-bench-load-8b)" 2>&1 |
+    tee "$log_dir/bench_engine.log" || status=1
   # A qk-norm model's decode (Qwen3-4B shape, 8 GB written once): two norms a layer between products.
   "$bin/bench_load" --shape qwen3-4b --write-only 2>&1 | tee "$log_dir/bench_load_qwen3.log" || status=1
-  local qckpt
-  qckpt=$(sed -n 's/^checkpoint: \([^ ,]*\).*/\1/p' "$log_dir/bench_load_qwen3.log" | head -n 1)
-  "$bin/bench_engine" --model "${qckpt:-/tmp/tessera-bench-load-qwen3-4b}" --batches 1,8,32 --gen 64 \
-    >"$log_dir/bench_engine_qwen3.log" 2>&1 || status=1
+  "$bin/bench_engine" --model "$(checkpoint_in "$log_dir/bench_load_qwen3.log" /tmp/tessera-bench-load-qwen3-4b)" \
+    --batches 1,8,32 --gen 64 >"$log_dir/bench_engine_qwen3.log" 2>&1 || status=1
   echo "== summary"
   grep -h -E '^NMSE|^MODEL' "$log_dir/test_cuda_ops.log" "$log_dir/test_cuda_models.log"
   grep -h -E 'PASSED|FAILED' "$log_dir"/test_*.log

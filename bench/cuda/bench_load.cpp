@@ -45,10 +45,12 @@ struct TensorSpec {
   }
 };
 
-// A decoder checkpoint's shape: its tensors in transformers' order and its config.json.
+// A decoder checkpoint's shape: its tensors in transformers' order, its config.json, and the
+// name of its default directory (under the temporary directory).
 struct Checkpoint {
   std::vector<TensorSpec> tensors;
   json config;
+  std::string dir_name;
 };
 
 // Llama-style layers of hidden H, intermediate I, L layers, nq / nkv heads of Dh, vocab V; with
@@ -103,7 +105,7 @@ Checkpoint llama_8b() {
                  {"bos_token_id", 128000},
                  {"eos_token_id", 128001},
                  {"hidden_act", "silu"}};
-  return {decoder_tensors(4096, 14336, 32, 32, 8, 128, 128256, false, false), config};
+  return {decoder_tensors(4096, 14336, 32, 32, 8, 128, 128256, false, false), config, "tessera-bench-load-8b"};
 }
 
 // Qwen3-4B's shape (per-head q/k norms, tied embeddings): for bench_engine --model, to time a
@@ -127,7 +129,7 @@ Checkpoint qwen3_4b() {
                  {"bos_token_id", 151643},
                  {"eos_token_id", 151645},
                  {"hidden_act", "silu"}};
-  return {decoder_tensors(2560, 9728, 36, 32, 8, 128, 151936, true, true), config};
+  return {decoder_tensors(2560, 9728, 36, 32, 8, 128, 151936, true, true), config, "tessera-bench-load-qwen3-4b"};
 }
 
 struct Shard {
@@ -351,7 +353,7 @@ int main(int argc, char** argv) {
   double timeout_s = 120;
   bool profiled = true;
   app.add_option("--dir", dir, "Checkpoint directory (written when absent or of the wrong size; default: "
-                              "tessera-bench-load-8b, or tessera-bench-load-SHAPE, in the temporary directory)");
+                              "tessera-bench-load-8b or -qwen3-4b in the temporary directory)");
   app.add_option("--shape", shape, "Checkpoint shape: llama-8b (the targets') or qwen3-4b")
       ->check(CLI::IsMember({"llama-8b", "qwen3-4b"}))
       ->capture_default_str();
@@ -366,9 +368,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   const Checkpoint ckpt = shape == "qwen3-4b" ? qwen3_4b() : llama_8b();
-  if (dir.empty())
-    dir = (fs::temp_directory_path() / (shape == "llama-8b" ? "tessera-bench-load-8b" : "tessera-bench-load-" + shape))
-              .string();
+  if (dir.empty()) dir = (fs::temp_directory_path() / ckpt.dir_name).string();
   const std::vector<TensorSpec>& tensors = ckpt.tensors;
   auto shards = plan_shards(tensors);
   size_t weight_bytes = 0;
