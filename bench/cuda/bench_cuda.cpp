@@ -203,12 +203,11 @@ Tensor forward(Backend& be, Model& M, const StepInputs& in) {
                             M.k_cache[size_t(l)], M.v_cache[size_t(l)]);
     be.attention(q, M.k_cache[size_t(l)], M.v_cache[size_t(l)], in.meta, {1.0f / std::sqrt(float(Dh)), 0, 0.0f},
                  attn);
-    be.linear(attn2, L.o, none, d);
-    be.add_rms_norm(x, d, L.post_norm, 1e-5f, 0.0f, h);
+    be.linear_add_rms_norm(attn2, {L.o, none, d}, x, L.post_norm, 1e-5f, 0.0f, h);
     be.linear_glu(Glu::SwiGLU, h, {L.gate, none, gate}, {L.up, none, up}, gate);
-    be.linear(gate, L.down, none, d);
     const bool last_layer = l + 1 == m.layers;
-    be.add_rms_norm(x, d, last_layer ? M.norm : M.layers[size_t(l) + 1].in_norm, 1e-5f, 0.0f, last_layer ? normed : h);
+    be.linear_add_rms_norm(gate, {L.down, none, d}, x, last_layer ? M.norm : M.layers[size_t(l) + 1].in_norm, 1e-5f,
+                           0.0f, last_layer ? normed : h);
   }
   Tensor last = be.empty(DType::F32, {seqs, H});
   be.gather_rows(normed, in.logits_rows, last);
@@ -347,13 +346,19 @@ void op_breakdown(Backend& be, Model& M, int seqs, int new_tokens, int context) 
     std::printf("  %-26s %10.1f %10.0f %10.1f\n", "attention", s * 1e6, kv_bytes / s / 1e9, flops / s / 1e12);
     layer_us += s * 1e6;
   }
-  lin("linear o 4096x4096", attn.reshape({T, nq * Dh}), L.o, d);
-  op("add_rms_norm", [&] { be.add_rms_norm(x, d, L.post_norm, 1e-5f, 0.0f, h); });
+  // o and down with the residual add and next norm, then each apart (not counted).
+  Tensor attn2 = attn.reshape({T, nq * Dh});
+  product("o + add_rms_norm", attn2, double(L.o.nbytes()),
+          [&] { be.linear_add_rms_norm(attn2, {L.o, none, d}, x, L.post_norm, 1e-5f, 0.0f, h); });
+  lin("  linear o 4096x4096", attn2, L.o, d, false);
+  op("  add_rms_norm", [&] { be.add_rms_norm(x, d, L.post_norm, 1e-5f, 0.0f, h); }, false);
   product("linear gate+up 28672x4096", h, double(L.gate.nbytes() + L.up.nbytes()),
           [&] { be.linear_group(h, {{L.gate, none, big2}, {L.up, none, big}}); });
   op("glu", [&] { be.glu(Glu::SwiGLU, big, big2, big2); });
-  lin("linear down 4096x14336", big, L.down, d);
-  op("add_rms_norm", [&] { be.add_rms_norm(x, d, L.in_norm, 1e-5f, 0.0f, h); });
+  product("down + add_rms_norm", big, double(L.down.nbytes()),
+          [&] { be.linear_add_rms_norm(big, {L.down, none, d}, x, L.in_norm, 1e-5f, 0.0f, h); });
+  lin("  linear down 4096x14336", big, L.down, d, false);
+  op("  add_rms_norm", [&] { be.add_rms_norm(x, d, L.in_norm, 1e-5f, 0.0f, h); }, false);
   lin("lm_head 128256x4096", last, M.lm_head, logits, false);
   std::printf("  %-26s %10.1f  (x %d layers = %.2f ms)\n", "one layer, sum", layer_us, m.layers,
               layer_us * m.layers / 1e3);

@@ -222,6 +222,15 @@ class Backend {
     add(x, delta, x);
     rms_norm(x, w, eps, offset, out);
   }
+  // A sublayer's output product, its residual add and the next norm: x[T, N] += a[T, K] ·
+  // p.weightᵀ (+ p.bias), then out = rms_norm(x). p.out [T, N] (f32) is scratch: the default runs
+  // linear() into it, then add_rms_norm(); a backend may add partial products of k ranges in the
+  // norm's pass instead (leaving it unwritten). out may alias p.out.
+  virtual void linear_add_rms_norm(const Tensor& a, const LinearPart& p, Tensor& x, const Tensor& w, float eps,
+                                   float offset, Tensor& out) {
+    linear(a, p.weight, p.bias, p.out);
+    add_rms_norm(x, p.out, w, eps, offset, out);
+  }
   // out[R, D] = x[rows[r], :]
   virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
   // out[r] (i32) = the column of row r's largest element, the first one on ties: greedy

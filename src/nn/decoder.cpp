@@ -125,7 +125,8 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
   Tensor attn2 = attn.reshape({T, nq * Dh});
 
   // Each sublayer's residual add is fused with the norm that follows it (the next sublayer's,
-  // or the final norm after the last layer).
+  // or the final norm after the last layer), and, without sandwich norms, with the sublayer's
+  // output product (linear_add_rms_norm).
   // The final norm's output feeds the LM head's few rows: f32 (see linear_input_dtype).
   Tensor normed = act == DType::F32 ? h : be_.empty(DType::F32, {T, H});
   const float eps = opts_.rms_norm_eps, off = opts_.norm_offset;
@@ -146,18 +147,27 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
     }
     const float scale = opts_.attn_scale > 0.0f ? opts_.attn_scale : 1.0f / std::sqrt(float(Dh));
     be_.attention(q, cache.k[l], cache.v[l], fb.attn, {scale, opts_.sliding_window[l], opts_.attn_softcap}, attn);
-    linear(attn2, L.o_proj, d);
-    if (opts_.sandwich_norms) be_.rms_norm(d, L.post_attention_layernorm, eps, off, d);
-    be_.add_rms_norm(x, d, opts_.sandwich_norms ? L.pre_feedforward_layernorm : L.post_attention_layernorm, eps, off,
-                     h);
+    if (opts_.sandwich_norms) {  // the output normed before its residual add
+      linear(attn2, L.o_proj, d);
+      be_.rms_norm(d, L.post_attention_layernorm, eps, off, d);
+      be_.add_rms_norm(x, d, L.pre_feedforward_layernorm, eps, off, h);
+    } else {
+      be_.linear_add_rms_norm(attn2, {L.o_proj.weight, L.o_proj.bias, d}, x, L.post_attention_layernorm, eps, off, h);
+    }
 
     // gate = act(h · gate_projᵀ) * (h · up_projᵀ); up is scratch
     be_.linear_glu(opts_.glu, h, {L.gate_proj.weight, L.gate_proj.bias, gate}, {L.up_proj.weight, L.up_proj.bias, up},
                    gate);
-    linear(gate, L.down_proj, d);
-    if (opts_.sandwich_norms) be_.rms_norm(d, L.post_feedforward_layernorm, eps, off, d);
     const bool last = l + 1 == opts_.num_layers;
-    be_.add_rms_norm(x, d, last ? norm : layers_[l + 1].input_layernorm, eps, off, last ? normed : h);
+    const Tensor& next_norm = last ? norm : layers_[l + 1].input_layernorm;
+    Tensor& next_in = last ? normed : h;
+    if (opts_.sandwich_norms) {
+      linear(gate, L.down_proj, d);
+      be_.rms_norm(d, L.post_feedforward_layernorm, eps, off, d);
+      be_.add_rms_norm(x, d, next_norm, eps, off, next_in);
+    } else {
+      be_.linear_add_rms_norm(gate, {L.down_proj.weight, L.down_proj.bias, d}, x, next_norm, eps, off, next_in);
+    }
   }
   Tensor rows = be_.empty(DType::F32, {fb.num_logits, H});
   be_.gather_rows(normed, fb.logits_rows, rows);

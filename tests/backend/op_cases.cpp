@@ -203,6 +203,29 @@ OpCase add_rms_norm_case(DType dt, int T, int D, float offset, bool out_is_delta
           }};
 }
 
+// A sublayer's output product added into the residual stream, then the next norm (the decoder's
+// o and down): a [T, K] f32 or of the weights' dtype (the decoder's from 3 tokens), out of a's
+// dtype (the next product's input) or the f32 scratch itself (the decoder on the CPU).
+OpCase linear_add_rms_norm_case(DType dt, DType a_dt, int T, int K, int N, bool bias, bool out_is_scratch,
+                                uint64_t seed) {
+  Rng rng(seed);
+  Tensor a = random_tensor(a_dt, {T, K}, rng);
+  Tensor w = random_tensor(dt, {N, K}, rng, 1.0f / std::sqrt(float(K)));
+  Tensor b = bias ? random_tensor(dt, {N}, rng) : Tensor();
+  Tensor x = random_tensor(DType::F32, {T, N}, rng, 2), g = random_tensor(dt, {N}, rng, 0.2f, 1.0f);
+  const DType out_dt = out_is_scratch ? DType::F32 : a_dt;
+  std::string name = "linear_add_rms_norm " + dname(dt) + " T=" + std::to_string(T) + " K=" + std::to_string(K) +
+                     " N=" + std::to_string(N) + (bias ? " bias" : "") +
+                     (a_dt != DType::F32 ? " a " + dname(a_dt) : "") + (out_is_scratch ? " out=scratch" : "");
+  return {name, "linear_add_rms_norm", dt, out_dt == DType::F32 ? kReduction : rounded16(out_dt), [=](Backend& be) {
+            Tensor xd = upload(be, x), wd = upload(be, w), bd = bias ? upload(be, b) : Tensor();
+            Tensor scratch = poisoned(be, {T, N});
+            Tensor out = out_is_scratch ? scratch : poisoned(be, {T, N}, out_dt);
+            be.linear_add_rms_norm(upload(be, a), {wd, bd, scratch}, xd, upload(be, g), 1e-6f, 0.0f, out);
+            return Outputs{widened(be, out), download(be, xd)};
+          }};
+}
+
 OpCase rope_case(int T, int H, int Dh, int rotary_dim, float scaling, int max_pos, uint64_t seed) {
   Rng rng(seed);
   Tensor x = random_tensor(DType::F32, {T, H, Dh}, rng);
@@ -612,6 +635,17 @@ std::vector<OpCase> op_cases(const std::string& op) {
         for (bool out_is_delta : {false, true}) cases.push_back(add_rms_norm_case(dt, T, D, T == 33 ? 1.0f : 0.0f, out_is_delta, seed++));
     for (DType out : {DType::BF16, DType::F16})
       for (int D : {67, 4096}) cases.push_back(add_rms_norm_case(out, 9, D, 0.0f, false, seed++, out));
+  } else if (op == "linear_add_rms_norm") {
+    // T 1-2: the GPU's GEMV; 9: its skinny product; 24-130: cuBLASLt, where the GPU may split k
+    // (K = 264: not into 4 ranges of whole 16-byte pieces). 16-bit a from 3 tokens, as in the decoder.
+    struct S { int T, K, N; };
+    for (DType dt : kFloatTypes)
+      for (const S& s : {S{1, 256, 128}, S{2, 256, 128}, S{9, 256, 128}, S{24, 2048, 384}, S{64, 2048, 384},
+                         S{64, 256, 128}, S{24, 264, 96}, S{130, 512, 128}}) {
+        const DType a_dt = s.T > 2 ? dt : DType::F32;
+        cases.push_back(linear_add_rms_norm_case(dt, a_dt, s.T, s.K, s.N, false, false, seed++));
+        if (s.K == 256) cases.push_back(linear_add_rms_norm_case(dt, a_dt, s.T, s.K, s.N, true, s.T == 9, seed++));
+      }
   } else if (op == "rope") {
     cases.push_back(rope_case(1, 32, 64, 64, 1.0f, 200, seed++));
     cases.push_back(rope_case(7, 8, 128, 128, 1.0f, 131000, seed++));
@@ -727,7 +761,7 @@ std::vector<OpCase> op_cases(const std::string& op) {
 
 const std::vector<std::string>& op_names() {
   static const std::vector<std::string> names = {
-      "embedding",     "rms_norm",    "add_rms_norm", "linear",          "rope", "store_kv",
+      "embedding",     "rms_norm",    "add_rms_norm", "linear_add_rms_norm", "linear",          "rope", "store_kv",
       "rope_store_kv", "linear_rope_store_kv", "attention", "glu", "linear_glu", "softcap", "add", "gather_rows",
       "argmax_rows",   "sample_rows", "edit_logits",  "logprobs"};
   return names;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -26,13 +27,14 @@ struct BackendUnderTest {
   std::function<double(const OpCase&)> limit = [](const OpCase& c) { return c.max_nmse; };
   // Whether the backend implements the case (it throws on the rest).
   std::function<bool(const OpCase&)> supports = [](const OpCase&) { return true; };
+  std::vector<std::string> ops = {};  // the ops it is tested on; empty: all
 };
 
 // The CUDA backend rounds activations to a 16-bit weight's format before its tensor-core
 // products (bf16: 8 bits of mantissa, f16: 11), and uses the GPU's exp/sin/cos. With a bf16
 // cache its tensor-core attention rounds q and the softmax weights to bf16 for its two products.
 double cuda_limit(const OpCase& c) {
-  if (c.op == "linear" || c.op == "linear_glu" || c.op == "linear_rope_store_kv")
+  if (c.op == "linear" || c.op == "linear_glu" || c.op == "linear_rope_store_kv" || c.op == "linear_add_rms_norm")
     return c.dtype == DType::BF16 ? 1e-4 : c.dtype == DType::F16 ? 1e-5 : 1e-9;
   if (c.op == "attention" && c.dtype == DType::BF16) return 1e-4;
   if (c.op == "rope") return 1e-10;
@@ -51,6 +53,15 @@ const std::vector<BackendUnderTest>& backends_under_test() {
       // Its attention kernels read f32 and bf16 caches, not f16 ones.
       {"cuda", [](std::string* why) { return load_cuda_backend(0, why); }, cuda_limit,
        [](const OpCase& c) { return !(c.op == "attention" && c.dtype == DType::F16); }},
+      // Every product it may split over k ranges split into 4, whatever its timing says.
+      {"cuda_split_k",
+       [](std::string* why) {
+         setenv("TESSERA_CUDA_SPLIT_K", "4", 1);
+         auto be = load_cuda_backend(0, why);
+         unsetenv("TESSERA_CUDA_SPLIT_K");
+         return be;
+       },
+       cuda_limit, [](const OpCase&) { return true; }, {"linear_add_rms_norm", "linear_rope_store_kv"}},
   };
   return list;
 }
@@ -126,7 +137,10 @@ TEST_P(BackendOps, MatchesReference) {
 std::vector<Param> all_params() {
   std::vector<Param> ps;
   for (size_t b = 0; b < backends_under_test().size(); ++b)
-    for (const auto& op : op_names()) ps.emplace_back(b, op);
+    for (const auto& op : op_names()) {
+      const auto& only = backends_under_test()[b].ops;
+      if (only.empty() || std::find(only.begin(), only.end(), op) != only.end()) ps.emplace_back(b, op);
+    }
   return ps;
 }
 

@@ -373,10 +373,16 @@ class CudaBackend final : public Backend {
     require_f32(q.out, "linear_rope_store_kv", "q out");
     const int64_t N = Nq + 2 * Nkv;
     Tensor stacked = Tensor::view(q.weight.raw(), dt, {N, q.weight.dim(1)}, q.weight.owner(), Device::CUDA);
-    Tensor all = empty(DType::F32, {T, N});
-    linear(x, stacked, Tensor(), all);
+    // Split over k ranges where that is faster (Gemm::splits): the rope kernel sums the parts.
+    const int splits = x.dtype() == dt && x.device() == Device::CUDA && stacked.dim(1) == K
+                           ? gemm_->splits(x.raw(), stacked.raw(), dt, T, N, K)
+                           : 1;
+    Tensor all = empty(DType::F32, {splits, T, N});
+    if (splits == 1) linear(x, stacked, Tensor(), all);
+    else gemm_->run(x.raw(), stacked.raw(), dt, all.raw(), DType::F32, T, N, K, splits);
     cuda::RopeStoreArgs a = rope_store_args(T, Nq / Dh, Nkv / Dh, Dh, positions, p, slots, kc, vc);
     a.q = ptr(all), a.k = a.q + Nq, a.v = a.k + Nkv, a.ld_q = a.ld_kv = N;
+    a.parts = splits, a.part_stride = T * N;
     a.q_out = ptr(q.out), a.k_out = nullptr;
     cuda::rope_store_kv(a, stream_);
   }
@@ -509,8 +515,32 @@ class CudaBackend final : public Backend {
     TESSERA_CHECK(w.numel() == D && delta.numel() == x.numel() && out.numel() == x.numel(),
                   "add_rms_norm: shapes " + shape_str(x.shape()) + ", " + shape_str(delta.shape()) + ", weight " +
                       shape_str(w.shape()));
-    cuda::add_rms_norm(ptr(x), ptr(delta), w.raw(), w.dtype(), eps, offset, x.numel() / D, D, out.raw(), out.dtype(),
-                       stream_);
+    cuda::add_rms_norm(ptr(x), ptr(delta), 1, 0, w.raw(), w.dtype(), eps, offset, x.numel() / D, D, out.raw(),
+                       out.dtype(), stream_);
+  }
+
+  // Decode batches past the skinny product (cuBLASLt's range): where a product split over k
+  // ranges runs faster (Gemm::splits), its partial sums go straight into the residual add,
+  // whose pass sums them: the add+norm kernel stands in for cuBLASLt's own split-k reduction.
+  void linear_add_rms_norm(const Tensor& a, const LinearPart& p, Tensor& x, const Tensor& w, float eps, float offset,
+                           Tensor& out) override {
+    const int64_t K = a.dim(-1), T = a.numel() / K, N = p.weight.dim(0);
+    const DType dt = p.weight.dtype();
+    const bool eligible = T > cuda::kSkinnyMaxTokens && dt != DType::F32 && a.dtype() == dt && !p.bias.defined() &&
+                          a.device() == Device::CUDA && p.weight.device() == Device::CUDA && x.dtype() == DType::F32 &&
+                          p.weight.dim(1) == K && x.numel() == T * N;
+    const int splits = eligible ? gemm_->splits(a.raw(), p.weight.raw(), dt, T, N, K) : 1;
+    if (splits == 1) return Backend::linear_add_rms_norm(a, p, x, w, eps, offset, out);
+    require_f32(x, "linear_add_rms_norm", "x");
+    require_device(w, "linear_add_rms_norm", "weight");
+    require_float(out, "linear_add_rms_norm", "out");
+    TESSERA_CHECK(w.numel() == N && out.numel() == x.numel(),
+                  "linear_add_rms_norm: x " + shape_str(x.shape()) + ", norm weight " + shape_str(w.shape()) +
+                      ", out " + shape_str(out.shape()));
+    Tensor parts = empty(DType::F32, {splits, T, N});
+    gemm_->run(a.raw(), p.weight.raw(), dt, parts.raw(), DType::F32, T, N, K, splits);
+    cuda::add_rms_norm(ptr(x), ptr(parts), splits, T * N, w.raw(), w.dtype(), eps, offset, T, N, out.raw(),
+                       out.dtype(), stream_);
   }
 
   void argmax_rows(const Tensor& x, Tensor& out) override {

@@ -56,16 +56,20 @@ __global__ void rms_norm_kernel(const float* x, const T* w, float eps, float off
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) o[i] = from_f32<O>(xr[i] * inv * (to_f32(w[i]) + offset));
 }
 
+// delta: `parts` arrays [rows, D], part_stride elements apart, summed into x (the partial
+// products of a product's k ranges; one for a plain residual add).
 template <class T, class O>
-__global__ void add_rms_norm_kernel(float* x, const float* delta, const T* w, float eps, float offset, int64_t D,
-                                    O* out) {
+__global__ void add_rms_norm_kernel(float* x, const float* delta, int parts, int64_t part_stride, const T* w,
+                                    float eps, float offset, int64_t D, O* out) {
   allow_next();
   wait_for_previous();
   float* xr = x + blockIdx.x * D;
   const float* dr = delta + blockIdx.x * D;
   float ss = 0;
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
-    float v = xr[i] + dr[i];
+    float d = dr[i];
+    for (int p = 1; p < parts; ++p) d += dr[p * part_stride + i];
+    float v = xr[i] + d;
     xr[i] = v;
     ss += v * v;
   }
@@ -80,8 +84,8 @@ __global__ void add_rms_norm_kernel(float* x, const float* delta, const T* w, fl
 // it needs the first (the loop above waits out one round trip to memory per pass: ~5 µs for a
 // 4096-wide decode row). The norm's weights are read before the previous kernel ends.
 template <class T, class O, int kGroups>
-__global__ void add_rms_norm8_kernel(float* x, const float* delta, const T* w, float eps, float offset, int64_t D,
-                                     O* out) {
+__global__ void add_rms_norm8_kernel(float* x, const float* delta, int parts, int64_t part_stride, const T* w,
+                                     float eps, float offset, int64_t D, O* out) {
   auto at = [&](int g) { return (int64_t(g) * blockDim.x + threadIdx.x) * 8; };
   float wv[kGroups][8], v[kGroups][8], d[kGroups][8];
 #pragma unroll
@@ -94,6 +98,15 @@ __global__ void add_rms_norm8_kernel(float* x, const float* delta, const T* w, f
 #pragma unroll
   for (int g = 0; g < kGroups; ++g)
     if (at(g) < D) load8(xr + at(g), v[g]), load8(dr + at(g), d[g]);
+  for (int p = 1; p < parts; ++p)
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g)
+      if (at(g) < D) {
+        float e[8];
+        load8(dr + p * part_stride + at(g), e);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) d[g][i] += e[i];
+      }
   float ss = 0;
 #pragma unroll
   for (int g = 0; g < kGroups; ++g)
@@ -168,31 +181,36 @@ __global__ void rope_store_kv_kernel(RopeStoreArgs a) {
   E* vc = static_cast<E*>(a.v_cache) + (store ? slot * row : 0);
   const int64_t kw = Dh - half;  // per head: half rotated pairs, then the dims past rotary_dim
   const int64_t nq = a.H * kw, nk = a.Hkv * kw, n = nq + nk + row;
+  auto in = [&](const float* p, int64_t i) {  // the sum of the parts
+    float v = p[i];
+    for (int part = 1; part < a.parts; ++part) v += p[part * a.part_stride + i];
+    return v;
+  };
   for (int64_t j = blockIdx.y * int64_t(blockDim.x) + threadIdx.x; j < n; j += int64_t(gridDim.y) * blockDim.x) {
     if (j < nq) {
       const int64_t o = (j / kw) * Dh, i = j % kw;
       if (i < half) {
-        float x0 = qt[o + i], x1 = qt[o + i + half], c = cs[i], s = cs[half + i];
+        float x0 = in(qt, o + i), x1 = in(qt, o + i + half), c = cs[i], s = cs[half + i];
         qo[o + i] = x0 * c - x1 * s;
         qo[o + i + half] = x1 * c + x0 * s;
       } else if (qo != qt) {
-        qo[o + half + i] = qt[o + half + i];
+        qo[o + half + i] = in(qt, o + half + i);
       }
     } else if (j < nq + nk) {
       const int64_t h = (j - nq) / kw, i = (j - nq) % kw, o = h * Dh;
       if (i < half) {
-        float x0 = kt[o + i], x1 = kt[o + i + half], c = cs[i], s = cs[half + i];
+        float x0 = in(kt, o + i), x1 = in(kt, o + i + half), c = cs[i], s = cs[half + i];
         float r0 = x0 * c - x1 * s, r1 = x1 * c + x0 * s;
         if (ko) ko[o + i] = r0, ko[o + i + half] = r1;
         if (store) kc[o + i] = from_f32<E>(r0), kc[o + i + half] = from_f32<E>(r1);
       } else {
         const int64_t d = o + half + i;  // past the rotated dims
-        if (ko && ko != kt) ko[d] = kt[d];
-        if (store) kc[d] = from_f32<E>(kt[d]);
+        if (ko && ko != kt) ko[d] = in(kt, d);
+        if (store) kc[d] = from_f32<E>(in(kt, d));
       }
     } else if (store) {
       const int64_t e = j - nq - nk;
-      vc[e] = from_f32<E>(vt[e]);
+      vc[e] = from_f32<E>(in(vt, e));
     }
   }
 }
@@ -386,21 +404,24 @@ void rms_norm(const float* x, const void* w, DType dt, float eps, float offset, 
   check_launch("rms_norm");
 }
 
-void add_rms_norm(float* x, const float* delta, const void* w, DType dt, float eps, float offset, int64_t rows,
-                  int64_t D, void* out, DType out_dt, cudaStream_t s) {
+void add_rms_norm(float* x, const float* delta, int parts, int64_t part_stride, const void* w, DType dt, float eps,
+                  float offset, int64_t rows, int64_t D, void* out, DType out_dt, cudaStream_t s) {
   if (rows == 0) return;
-  const int groups = D % 8 == 0 && aligned16(x) && aligned16(delta) && aligned16(w) && aligned16(out)
-                         ? D <= 2048 ? 1 : D <= 4096 ? 2 : D <= 8192 ? 4 : 0
-                         : 0;
+  const bool by8 = D % 8 == 0 && part_stride % 4 == 0 && aligned16(x) && aligned16(delta) && aligned16(w) &&
+                   aligned16(out);
+  const int groups = !by8 ? 0 : D <= 2048 ? 1 : D <= 4096 ? 2 : D <= 8192 ? 4 : 0;
   with_weight(w, dt, "add_rms_norm", [&](auto* wt) {
     with_activation(out, out_dt, "add_rms_norm", [&](auto* o) {
       using T = std::remove_const_t<std::remove_pointer_t<decltype(wt)>>;
       using O = std::remove_pointer_t<decltype(o)>;
       const dim3 grid = dim3(unsigned(rows)), block = dim3(256);
-      if (groups == 1) launch_dependent(add_rms_norm8_kernel<T, O, 1>, grid, block, 0, s, x, delta, wt, eps, offset, D, o);
-      else if (groups == 2) launch_dependent(add_rms_norm8_kernel<T, O, 2>, grid, block, 0, s, x, delta, wt, eps, offset, D, o);
-      else if (groups == 4) launch_dependent(add_rms_norm8_kernel<T, O, 4>, grid, block, 0, s, x, delta, wt, eps, offset, D, o);
-      else launch_dependent(add_rms_norm_kernel<T, O>, grid, dim3(row_threads(D)), 0, s, x, delta, wt, eps, offset, D, o);
+      auto launch = [&](auto kernel, dim3 threads) {
+        launch_dependent(kernel, grid, threads, 0, s, x, delta, parts, part_stride, wt, eps, offset, D, o);
+      };
+      if (groups == 1) launch(add_rms_norm8_kernel<T, O, 1>, block);
+      else if (groups == 2) launch(add_rms_norm8_kernel<T, O, 2>, block);
+      else if (groups == 4) launch(add_rms_norm8_kernel<T, O, 4>, block);
+      else launch(add_rms_norm_kernel<T, O>, dim3(row_threads(D)));
     });
   });
   check_launch("add_rms_norm");

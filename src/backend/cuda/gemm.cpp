@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 
 #include "backend/cuda/check.h"
 
@@ -35,6 +36,7 @@ bool capturing(cudaStream_t s) {
 Gemm::Gemm(cudaStream_t stream) : stream_(stream) {
   TESSERA_CUDA_CHECK(cublasLtCreate(&handle_));
   TESSERA_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+  if (const char* env = std::getenv("TESSERA_CUDA_SPLIT_K"); env && *env) forced_splits_ = std::max(1, std::atoi(env));
 }
 
 Gemm::~Gemm() {
@@ -70,27 +72,43 @@ const Gemm::Plan& Gemm::plan(const Key& key, const void* w) {
     // Decode batches: the choice timed for the bucket's top count (T rounded up to a power of
     // two), used by every count of the bucket where it applies. (Not while the stream is being
     // recorded: nothing runs then, and a bucket first met there keeps the heuristic's choice.)
-    Key bucket = key;
-    std::get<2>(bucket) = int64_t(1) << int(std::ceil(std::log2(double(T))));
+    const Key bucket = bucket_of(key);
     auto known = tuned_.find(bucket);
     if (known == tuned_.end() && !capturing(stream_))
       known = tuned_.emplace(bucket, timed_choice(bucket, p.desc, w)).first;
     cublasLtMatmulHeuristicResult_t check{};
     if (known != tuned_.end() &&
-        cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.c, p.c, &known->second, &check) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.c, p.c, &known->second.algo, &check) ==
+            CUBLAS_STATUS_SUCCESS &&
         check.workspaceSize <= workspace_bytes_)
-      p.algo = known->second;
+      p.algo = known->second.algo;
   }
   return plans_.emplace(key, p).first->second;
 }
 
-// A, B and C of key's shape (its T the token count).
+Gemm::Key Gemm::bucket_of(Key key) {
+  std::get<2>(key) = int64_t(1) << int(std::ceil(std::log2(double(std::get<2>(key)))));
+  return key;
+}
+
+// A, B and C of key's shape (its T the token count). With k ranges, a strided batch: range s of
+// W and X starts s·K/splits elements into their rows, its partial sum s·N·T elements into out.
 void Gemm::layouts(const Key& key, Plan& p) const {
   const int64_t T = std::get<2>(key), N = std::get<3>(key), K = std::get<4>(key);
+  const int splits = std::get<8>(key);
+  const int64_t Ks = K / splits;
   cudaDataType_t in = cuda_type(DType(std::get<0>(key)));
-  TESSERA_CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.a, in, uint64_t(K), uint64_t(N), K));
-  TESSERA_CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.b, in, uint64_t(K), uint64_t(T), K));
+  TESSERA_CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.a, in, uint64_t(Ks), uint64_t(N), K));
+  TESSERA_CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.b, in, uint64_t(Ks), uint64_t(T), K));
   TESSERA_CUDA_CHECK(cublasLtMatrixLayoutCreate(&p.c, cuda_type(DType(std::get<1>(key))), uint64_t(N), uint64_t(T), N));
+  if (splits == 1) return;
+  const int32_t count = splits;
+  for (auto [layout, stride] : {std::pair{p.a, Ks}, {p.b, Ks}, {p.c, N * T}}) {
+    TESSERA_CUDA_CHECK(
+        cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    TESSERA_CUDA_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                        sizeof(stride)));
+  }
 }
 
 // Up to `most` of cuBLASLt's candidates for p's layouts under key's alignments, best first.
@@ -115,7 +133,7 @@ int Gemm::candidates(const Key& key, const Plan& p, cublasLtMatmulHeuristicResul
 // cold L2 (a scratch buffer of twice its size written first): in a step every product's weights
 // come from memory, and matrices that fit in L2 (an 8B's o, most of its q/k/v) would otherwise
 // be timed from there, favouring kernels that only win there.
-cublasLtMatmulAlgo_t Gemm::timed_choice(const Key& bucket, cublasLtMatmulDesc_t desc, const void* w) {
+Gemm::Timed Gemm::timed_choice(const Key& bucket, cublasLtMatmulDesc_t desc, const void* w) {
   const int64_t T = std::get<2>(bucket), N = std::get<3>(bucket), K = std::get<4>(bucket);
   const DType dt = DType(std::get<0>(bucket)), out_dt = DType(std::get<1>(bucket));
   Plan p;
@@ -123,19 +141,20 @@ cublasLtMatmulAlgo_t Gemm::timed_choice(const Key& bucket, cublasLtMatmulDesc_t 
   layouts(bucket, p);
   cublasLtMatmulHeuristicResult_t results[kCandidates]{};
   const int found = candidates(bucket, p, results, kCandidates);
-  cublasLtMatmulAlgo_t choice = results[0].algo;
+  Timed choice{results[0].algo, INFINITY};
   int device = 0, l2 = 0;
-  if (found > 1) {
+  if (found > 0) {
     TESSERA_CUDA_CHECK(cudaGetDevice(&device));
     TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
   }
   const size_t flush_bytes = size_t(2) * size_t(l2);
-  const size_t x_bytes = size_t(T * K) * dtype_size(dt), out_bytes = size_t(T * N) * dtype_size(out_dt);
+  const size_t x_bytes = size_t(T * K) * dtype_size(dt);
+  const size_t out_bytes = size_t(std::get<8>(bucket)) * size_t(T * N) * dtype_size(out_dt);
   // The scratch is freed once timed; where memory is short (a KV cache sized to the last
   // gigabyte), the heuristic's first choice stands.
   void *flush = nullptr, *x = nullptr, *out = nullptr;
   bool scratch = false;
-  if (found > 1) {
+  if (found > 0) {
     scratch = cudaMalloc(&flush, flush_bytes) == cudaSuccess && cudaMalloc(&x, x_bytes) == cudaSuccess &&
               cudaMalloc(&out, out_bytes) == cudaSuccess;
     if (!scratch) cudaGetLastError();  // the failed allocation's error (not sticky)
@@ -146,7 +165,6 @@ cublasLtMatmulAlgo_t Gemm::timed_choice(const Key& bucket, cublasLtMatmulDesc_t 
     TESSERA_CUDA_CHECK(cudaEventCreate(&start));
     TESSERA_CUDA_CHECK(cudaEventCreate(&stop));
     const float one = 1.0f, zero = 0.0f;
-    float best = INFINITY;
     for (int i = 0; i < found; ++i) {
       if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
       auto matmul = [&] {
@@ -165,7 +183,7 @@ cublasLtMatmulAlgo_t Gemm::timed_choice(const Key& bucket, cublasLtMatmulDesc_t 
         TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
         total += ms;
       }
-      if (total < best) best = total, choice = results[i].algo;
+      if (total / 3 < choice.ms) choice = {results[i].algo, total / 3};
     }
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
@@ -177,13 +195,39 @@ cublasLtMatmulAlgo_t Gemm::timed_choice(const Key& bucket, cublasLtMatmulDesc_t 
   return choice;
 }
 
+int Gemm::splits(const void* a, const void* w, DType dtype, int64_t T, int64_t N, int64_t K) {
+  // Each range starts on a 16-byte boundary of the rows, and is long enough to stream.
+  auto divides = [&](int s) { return K % (int64_t(8) * s) == 0 && K / s >= kMinSplitK; };
+  if (forced_splits_) return divides(forced_splits_) ? forced_splits_ : 1;
+  if (dtype == DType::F32 || T > kTunedTokens) return 1;
+  // The partial sums come from the caching allocator, whose blocks are 256-byte aligned.
+  const Key bucket = bucket_of({int(dtype), int(DType::F32), T, N, K, alignment(a), alignment(w), 256, 0});
+  if (auto known = splits_.find(bucket); known != splits_.end()) return known->second;
+  if (capturing(stream_)) return 1;
+  int best = 1;
+  float best_ms = INFINITY;
+  for (int s : {1, 2, 4, 8}) {
+    if (!divides(s)) continue;
+    Key key = bucket;
+    std::get<8>(key) = s;
+    plan(key, w);  // times the bucket's choice (key's T is the bucket's top count)
+    auto timed = tuned_.find(key);
+    if (timed != tuned_.end() && timed->second.ms < best_ms) best = s, best_ms = timed->second.ms;
+  }
+  splits_.emplace(bucket, best);
+  return best;
+}
+
 void Gemm::run(const void* a, const void* w, DType dtype, void* out, DType out_dtype, int64_t T, int64_t N,
-               int64_t K) {
+               int64_t K, int splits) {
   if (T == 0 || N == 0) return;
   TESSERA_CHECK(out_dtype == DType::F32 || out_dtype == dtype,
                 "linear: output of " + std::string(dtype_name(out_dtype)) + " for " + std::string(dtype_name(dtype)) +
                     " operands");
-  const Plan& p = plan({int(dtype), int(out_dtype), T, N, K, alignment(a), alignment(w), alignment(out)}, w);
+  TESSERA_CHECK(splits >= 1 && K % splits == 0, "linear: " + std::to_string(K) + " columns in " +
+                                                     std::to_string(splits) + " k ranges");
+  const Plan& p =
+      plan({int(dtype), int(out_dtype), T, N, K, alignment(a), alignment(w), alignment(out), splits}, w);
   const float one = 1.0f, zero = 0.0f;
   TESSERA_CUDA_CHECK(cublasLtMatmul(handle_, p.desc, &one, w, p.a, a, p.b, &zero, out, p.c, out, p.c, &p.algo,
                                     workspace_, workspace_bytes_, stream_));

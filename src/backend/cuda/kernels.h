@@ -20,9 +20,11 @@ void embedding(const void* table, DType dtype, const int32_t* ids, int64_t T, in
 // out (f32, bf16 or f16) may alias x.
 void rms_norm(const float* x, const void* w, DType w_dtype, float eps, float offset, int64_t rows, int64_t D,
               void* out, DType out_dtype, cudaStream_t s);
-// x += delta, then out = rms_norm(x); out (f32, bf16 or f16) may alias delta.
-void add_rms_norm(float* x, const float* delta, const void* w, DType w_dtype, float eps, float offset, int64_t rows,
-                  int64_t D, void* out, DType out_dtype, cudaStream_t s);
+// x += the sum of `parts` deltas [rows, D] part_stride elements apart (one: a plain residual
+// add; more: a product's partial sums over k ranges), then out = rms_norm(x); out (f32, bf16 or
+// f16) may alias delta.
+void add_rms_norm(float* x, const float* delta, int parts, int64_t part_stride, const void* w, DType w_dtype,
+                  float eps, float offset, int64_t rows, int64_t D, void* out, DType out_dtype, cudaStream_t s);
 void rope(float* x, const int32_t* positions, const float* inv_freq, float scaling, int64_t T, int64_t H,
           int64_t Dh, int rotary_dim, cudaStream_t s);
 // Rows with a slot outside [0, num_slots) are skipped.
@@ -32,10 +34,14 @@ void store_kv(const float* k, const float* v, const int32_t* slots, int64_t T, i
 // rope() of q [T, H, Dh] and k [T, Hkv, Dh], then store_kv() of k and v, in one launch. Token t's
 // q, k and v are read at q + t ld_q, k + t ld_kv, v + t ld_kv (packed tensors, or the column
 // ranges of one stacked product's rows); the rotated q goes to q_out [T, H, Dh] (may be q when
-// packed), the rotated k to k_out [T, Hkv, Dh] when given (may be k).
+// packed), the rotated k to k_out [T, Hkv, Dh] when given (may be k). With parts > 1, q, k and v
+// are each the sum of that many arrays part_stride elements apart (a product's partial sums over
+// k ranges; q_out and k_out then separate).
 struct RopeStoreArgs {
   const float *q, *k, *v;
   int64_t ld_q, ld_kv;
+  int parts = 1;
+  int64_t part_stride = 0;
   float *q_out, *k_out;
   const int32_t* positions;
   const float* inv_freq;
