@@ -17,6 +17,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -50,7 +51,7 @@ class Gemm {
   using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int, int, int, int>;
   struct Timed {
     cublasLtMatmulAlgo_t algo{};
-    float ms = 0;  // for the bucket's top count from a cold L2; infinite where nothing was timed
+    float ms = std::numeric_limits<float>::infinity();  // the bucket's top count from a cold L2; infinite: untimed
   };
   // w: the first call's weights, for timing the candidates.
   const Plan& plan(const Key& key, const void* w);
