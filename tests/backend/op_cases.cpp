@@ -636,12 +636,14 @@ std::vector<OpCase> op_cases(const std::string& op) {
     for (DType out : {DType::BF16, DType::F16})
       for (int D : {67, 4096}) cases.push_back(add_rms_norm_case(out, 9, D, 0.0f, false, seed++, out));
   } else if (op == "linear_add_rms_norm") {
-    // T 1-2: the GPU's GEMV; 9: its skinny product; 24-130: cuBLASLt, where the GPU may split k
-    // (K = 264: not into 4 ranges of whole 16-byte pieces). 16-bit a from 3 tokens, as in the decoder.
+    // T 1-2: the GPU's GEMV; 9: its skinny product; 17-64: on Hopper its narrow product, k split
+    // into ranges the add sums (K = 1344: 21 chunks in 5 uneven ranges; N = 200: a part tile);
+    // 24 with K = 264 (not a multiple of 64) and 130: cuBLASLt, where the GPU may split k (264:
+    // not into 4 ranges of whole 16-byte pieces). 16-bit a from 3 tokens, as in the decoder.
     struct S { int T, K, N; };
     for (DType dt : kFloatTypes)
       for (const S& s : {S{1, 256, 128}, S{2, 256, 128}, S{9, 256, 128}, S{24, 2048, 384}, S{64, 2048, 384},
-                         S{64, 256, 128}, S{24, 264, 96}, S{130, 512, 128}}) {
+                         S{64, 256, 128}, S{17, 1024, 200}, S{40, 1344, 256}, S{24, 264, 96}, S{130, 512, 128}}) {
         const DType a_dt = s.T > 2 ? dt : DType::F32;
         cases.push_back(linear_add_rms_norm_case(dt, a_dt, s.T, s.K, s.N, false, false, seed++));
         if (s.K == 256) cases.push_back(linear_add_rms_norm_case(dt, a_dt, s.T, s.K, s.N, true, s.T == 9, seed++));
@@ -674,9 +676,11 @@ std::vector<OpCase> op_cases(const std::string& op) {
           const DType x_dt = T > 2 && T % 2 == 0 ? dt : DType::F32;
           cases.push_back(linear_rope_store_kv_case(dt, x_dt, T, 256, 8, 2, 64, 64, stacked, false, seed++));
         }
+    // 33 tokens of K = 1280 (20 chunks): on Hopper the narrow product in 5 k ranges, summed by the rope kernel.
     for (DType dt : kFloatTypes) {
       cases.push_back(linear_rope_store_kv_case(dt, DType::F32, 40, 128, 6, 3, 32, 16, true, false, seed++));
       cases.push_back(linear_rope_store_kv_case(dt, dt, 40, 128, 4, 2, 64, 64, true, true, seed++));
+      cases.push_back(linear_rope_store_kv_case(dt, dt, 33, 1280, 8, 2, 64, 64, true, false, seed++));
     }
   } else if (op == "embedding") {
     for (DType dt : kFloatTypes) {
@@ -711,9 +715,10 @@ std::vector<OpCase> op_cases(const std::string& op) {
         }
     // Weights stacked as the decoder uploads them: past 16 tokens (up to 128) the GPU runs one
     // product over both and glu on its halves (F a multiple of 8; 67 is not, and takes the
-    // default), in f32 or, as in the decoder, with x, the scratch and out of the weights' dtype.
+    // default), in f32 or, as in the decoder, with x, the scratch and out of the weights' dtype
+    // (on Hopper up to 64 tokens: the narrow product's MLP form; F = 200: a part tile).
     for (DType dt : {DType::BF16, DType::F16})
-      for (int T : {17, 64, 129})
+      for (int T : {17, 33, 64, 129})
         for (auto [K, F] : {std::pair{256, 67}, {4096, 200}}) {
           // The decoder's form, then f32 x and out.
           cases.push_back(linear_glu_case(Glu::SwiGLU, dt, T, K, F, false, true, seed++, true, dt));

@@ -373,12 +373,16 @@ class CudaBackend final : public Backend {
     require_f32(q.out, "linear_rope_store_kv", "q out");
     const int64_t N = Nq + 2 * Nkv;
     Tensor stacked = Tensor::view(q.weight.raw(), dt, {N, q.weight.dim(1)}, q.weight.owner(), Device::CUDA);
-    // Split over k ranges where that is faster (Gemm::splits): the rope kernel sums the parts.
-    const int splits = x.dtype() == dt && x.device() == Device::CUDA && stacked.dim(1) == K
-                           ? gemm_->splits(x.raw(), stacked.raw(), dt, T, N, K)
-                           : 1;
+    // Split over k ranges where that is faster (narrow_gemm, else Gemm::splits): the rope
+    // kernel sums the parts.
+    const bool direct = x.dtype() == dt && x.device() == Device::CUDA && stacked.dim(1) == K;
+    const bool narrow = direct && cuda::narrow_gemm_applies(x.raw(), stacked.raw(), dt, T, K);
+    const int splits = narrow   ? cuda::narrow_gemm_splits(T, N, K, dt)
+                       : direct ? gemm_->splits(x.raw(), stacked.raw(), dt, T, N, K)
+                                : 1;
     Tensor all = empty(DType::F32, {splits, T, N});
-    if (splits == 1) linear(x, stacked, Tensor(), all);
+    if (narrow) cuda::narrow_gemm(x.raw(), stacked.raw(), dt, T, N, K, splits, ptr(all), stream_);
+    else if (splits == 1) linear(x, stacked, Tensor(), all);
     else gemm_->run(x.raw(), stacked.raw(), dt, all.raw(), DType::F32, T, N, K, splits);
     cuda::RopeStoreArgs a = rope_store_args(T, Nq / Dh, Nkv / Dh, Dh, positions, p, slots, kc, vc);
     a.q = ptr(all), a.k = a.q + Nq, a.v = a.k + Nkv, a.ld_q = a.ld_kv = N;
@@ -481,6 +485,7 @@ class CudaBackend final : public Backend {
       if (cuda::gemv_glu(act, ptr(x), g, dt, T, K, ptr(out), stream_)) return;
     }
     // Decode batches past the skinny product, with gate and up stacked (upload_group), no biases:
+    // on Hopper up to 64 tokens, narrow_gemm's MLP form (act(gate) * up in the product); else
     // one product over the stacked rows, whose two column halves glu reads in place.
     if (T > cuda::kSkinnyMaxTokens && T <= kStackedGluMaxTokens && (dt == DType::BF16 || dt == DType::F16) &&
         follows(up.weight, gate.weight) && gate.weight.shape() == Shape{F, K} && F % 8 == 0 && !gate.bias.defined() &&
@@ -488,6 +493,11 @@ class CudaBackend final : public Backend {
         (gate.out.dtype() == DType::F32 || gate.out.dtype() == dt)) {
       require_device(x, "linear_glu", "input");
       require_device(out, "linear_glu", "out");
+      if (x.dtype() == dt && (out.dtype() == DType::F32 || out.dtype() == dt) &&
+          cuda::narrow_gemm_applies(x.raw(), gate.weight.raw(), dt, T, K)) {
+        cuda::narrow_gemm_glu(act, x.raw(), gate.weight.raw(), dt, T, F, K, out.raw(), out.dtype(), stream_);
+        return;
+      }
       Tensor stacked = Tensor::view(gate.weight.raw(), dt, {2 * F, K}, gate.weight.owner(), Device::CUDA);
       Tensor all = empty(gate.out.dtype(), {T, 2 * F});
       linear(x, stacked, Tensor(), all);
@@ -519,9 +529,10 @@ class CudaBackend final : public Backend {
                        out.dtype(), stream_);
   }
 
-  // Decode batches past the skinny product (cuBLASLt's range): where a product split over k
-  // ranges runs faster (Gemm::splits), its partial sums go straight into the residual add,
-  // whose pass sums them: the add+norm kernel stands in for cuBLASLt's own split-k reduction.
+  // Decode batches past the skinny product: where a product split over k ranges runs faster
+  // (narrow_gemm on Hopper up to 64 tokens, else Gemm::splits), its partial sums go straight
+  // into the residual add, whose pass sums them: the add+norm kernel stands in for a split-k
+  // reduction.
   void linear_add_rms_norm(const Tensor& a, const LinearPart& p, Tensor& x, const Tensor& w, float eps, float offset,
                            Tensor& out) override {
     const int64_t K = a.dim(-1), T = a.numel() / K, N = p.weight.dim(0);
@@ -529,8 +540,11 @@ class CudaBackend final : public Backend {
     const bool eligible = T > cuda::kSkinnyMaxTokens && dt != DType::F32 && a.dtype() == dt && !p.bias.defined() &&
                           a.device() == Device::CUDA && p.weight.device() == Device::CUDA && x.dtype() == DType::F32 &&
                           p.weight.dim(1) == K && x.numel() == T * N;
-    const int splits = eligible ? gemm_->splits(a.raw(), p.weight.raw(), dt, T, N, K) : 1;
-    if (splits == 1) return Backend::linear_add_rms_norm(a, p, x, w, eps, offset, out);
+    const bool narrow = eligible && cuda::narrow_gemm_applies(a.raw(), p.weight.raw(), dt, T, K);
+    const int splits = narrow     ? cuda::narrow_gemm_splits(T, N, K, dt)
+                       : eligible ? gemm_->splits(a.raw(), p.weight.raw(), dt, T, N, K)
+                                  : 1;
+    if (splits == 1 && !narrow) return Backend::linear_add_rms_norm(a, p, x, w, eps, offset, out);
     require_f32(x, "linear_add_rms_norm", "x");
     require_device(w, "linear_add_rms_norm", "weight");
     require_float(out, "linear_add_rms_norm", "out");
@@ -538,7 +552,8 @@ class CudaBackend final : public Backend {
                   "linear_add_rms_norm: x " + shape_str(x.shape()) + ", norm weight " + shape_str(w.shape()) +
                       ", out " + shape_str(out.shape()));
     Tensor parts = empty(DType::F32, {splits, T, N});
-    gemm_->run(a.raw(), p.weight.raw(), dt, parts.raw(), DType::F32, T, N, K, splits);
+    if (narrow) cuda::narrow_gemm(a.raw(), p.weight.raw(), dt, T, N, K, splits, ptr(parts), stream_);
+    else gemm_->run(a.raw(), p.weight.raw(), dt, parts.raw(), DType::F32, T, N, K, splits);
     cuda::add_rms_norm(ptr(x), ptr(parts), splits, T * N, w.raw(), w.dtype(), eps, offset, T, N, out.raw(),
                        out.dtype(), stream_);
   }

@@ -128,6 +128,19 @@ inline bool dependent_launch_supported() {
   return yes;
 }
 
+// Whether machine code built for sm_90a (wgmma.cuh's kernels) runs on the current device:
+// compute capability 9.0 only.
+inline bool sm90a_runs() {
+  static const bool yes = [] {
+    int dev = 0, major = 0, minor = 0;
+    return cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major == 9 &&
+           minor == 0;
+  }();
+  return yes;
+}
+
 // kernel<<<grid, block, smem, s>>>(args...) as a programmatic dependent of the stream's previous
 // kernel where the device supports it; the kernel calls wait_for_previous() before it touches
 // memory that kernel may use. With a cluster shape other than 1x1x1 (compute capability 9+, the

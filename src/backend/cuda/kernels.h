@@ -99,6 +99,19 @@ bool gemv(const float* x, const StackedParts& g, DType dtype, int64_t T, int64_t
 constexpr int kSkinnyMinTokens = kGemvMaxTokens + 1, kSkinnyMaxTokens = 16;
 bool skinny_gemm(const void* x, const StackedParts& g, DType dtype, DType out_dtype, int64_t T, int64_t K,
                  cudaStream_t s);
+// The products of 17-64 tokens on Hopper (narrow_gemm.cu: warpgroup tensor cores, k split
+// into ranges whose sums the next kernel adds), x [T, K] and w [N, K] of one 16-bit dtype, both
+// 16-byte aligned, K a multiple of 64. narrow_gemm_splits() gives the k ranges that fill the GPU
+// for the shape; narrow_gemm() writes range q's sums to out + q T N (f32 [T, N] each).
+constexpr int kNarrowMinTokens = kSkinnyMaxTokens + 1, kNarrowMaxTokens = 64;
+bool narrow_gemm_applies(const void* x, const void* w, DType dtype, int64_t T, int64_t K);
+int narrow_gemm_splits(int64_t T, int64_t N, int64_t K, DType dtype);
+void narrow_gemm(const void* x, const void* w, DType dtype, int64_t T, int64_t N, int64_t K, int splits, float* out,
+                 cudaStream_t s);
+// out[T, F] (f32 or the weights' dtype) = act(x · gateᵀ) * (x · upᵀ), gate [F, K] with up [F, K]
+// right after it (the decoder's stacked upload), in one launch with no glu kernel after.
+void narrow_gemm_glu(Glu act, const void* x, const void* gate_up, DType dtype, int64_t T, int64_t F, int64_t K,
+                     void* out, DType out_dtype, cudaStream_t s);
 // The MLP's gate and up projections, each [N, K] of one 16-bit dtype, and their biases ([N] of
 // that dtype) or null.
 struct GatedPair {

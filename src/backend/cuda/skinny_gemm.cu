@@ -13,8 +13,8 @@
 //    of the tile's rows over the cluster in rank order (so every run sums in the same order)
 //    and writes it straight to its part of a stacked group.
 // Measured on the H200 (8B shapes, bench_cuda --breakdown): q/k/v at 8 tokens 15.5 µs against
-// cuBLASLt's 20.3, o 11.7 against 13.2; wider (gate/up) and longer (down) products, and 32 or 64
-// tokens (with 32- and 64-column tiles), were as fast or faster under cuBLASLt, so those stay there.
+// cuBLASLt's 20.3, o 11.7 against 13.2; wider (gate/up) and longer (down) products were as fast
+// or faster under cuBLASLt, so those stay there. 17-64 tokens: narrow_gemm.cu.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -23,15 +23,10 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_types.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/wgmma.cuh"
 
 namespace tessera::cuda {
 namespace {
-
-// wgmma and clusters exist in the sm_90a pass only; the kernels are empty elsewhere and the
-// host never launches them off compute capability 9.0.
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define TESSERA_WGMMA 1
-#endif
 
 constexpr int kRows = 128, kN = 16, kChunk = 64, kThreads = 128, kStages = 4, kMaxSplits = 8;
 // The widest and longest products taken (q/k/v, o of models up to 8192 wide).
@@ -45,40 +40,6 @@ struct Layout {
   static constexpr size_t sums = size_t(kRows) * kLd * 4;
   static constexpr size_t bytes = (kStages * stage > sums ? kStages * stage : sums) + 1024;  // + alignment
 };
-
-#ifdef TESSERA_WGMMA
-// The 16-byte piece p of line r (128 bytes) of a 128-byte-swizzled tile: pieces are permuted
-// within each line by the line's index mod 8, so eight lines of an atom spread over all banks.
-__device__ __forceinline__ int swizzled(int line, int piece) { return line * 128 + ((piece ^ (line & 7)) << 4); }
-
-// A shared-memory matrix descriptor for a K-major operand in that layout: 8-line groups 1 KB
-// apart (stride 64 × 16 bytes), leading offset unused (1), swizzle mode 1 (128 bytes).
-__device__ __forceinline__ uint64_t descriptor(const void* p) {
-  return uint64_t((smem_addr(p) & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(64) << 32) | (uint64_t(1) << 62);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-// Shared memory written through the generic proxy (cp.async), read next by wgmma (async proxy).
-__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-// d[64 × 16] += a[64 × 16] · b[16 × 16], both K-major in shared memory.
-template <class W>
-__device__ __forceinline__ void wgmma(float (&d)[8], uint64_t a, uint64_t b);
-template <>
-__device__ __forceinline__ void wgmma<__nv_bfloat16>(float (&d)[8], uint64_t a, uint64_t b) {
-  asm volatile("wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, 1, 1, 1, 0, 0;\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-               : "l"(a), "l"(b));
-}
-template <>
-__device__ __forceinline__ void wgmma<__half>(float (&d)[8], uint64_t a, uint64_t b) {
-  asm volatile("wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, 1, 1, 1, 0, 0;\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-               : "l"(a), "l"(b));
-}
-#endif
 
 // Grid (splits, tiles), clusters of (splits, 1): block (q, tile) multiplies rows [128 tile,
 // 128 tile + 128) of the stacked weights over its share of the k chunks.
@@ -149,8 +110,8 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const W* __restri
 #pragma unroll
     for (int kk = 0; kk < kChunk / 16; ++kk) {  // 16 k = 32 bytes along each line
       const uint64_t b = descriptor(x_stage(st) + kk * 32);
-      wgmma<W>(acc[0], descriptor(w_stage(st) + kk * 32), b);
-      wgmma<W>(acc[1], descriptor(w_stage(st) + 64 * 128 + kk * 32), b);
+      wgmma<W, kN>(acc[0], descriptor(w_stage(st) + kk * 32), b);
+      wgmma<W, kN>(acc[1], descriptor(w_stage(st) + 64 * 128 + kk * 32), b);
     }
     wgmma_commit();
     wgmma_wait_all();
@@ -246,23 +207,11 @@ void launch(const W* x, const StackedParts& g, int64_t T, int64_t K, cudaStream_
   check(cudaLaunchKernelEx(&cfg, skinny_gemm_kernel<W, O>, x, g, int(T), K, N), "skinny gemm launch");
 }
 
-// The kernels' machine code is for sm_90a, which runs on compute capability 9.0 only.
-bool hopper() {
-  static const bool yes = [] {
-    int device = 0, major = 0, minor = 0;
-    return cudaGetDevice(&device) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-           cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 &&
-           minor == 0;
-  }();
-  return yes;
-}
-
 }  // namespace
 
 bool skinny_gemm(const void* x, const StackedParts& g, DType dtype, DType out_dtype, int64_t T, int64_t K,
                  cudaStream_t s) {
-  bool ok = hopper() && T >= kSkinnyMinTokens && T <= kSkinnyMaxTokens && K % kChunk == 0 && K <= kMaxK &&
+  bool ok = sm90a_runs() && T >= kSkinnyMinTokens && T <= kSkinnyMaxTokens && K % kChunk == 0 && K <= kMaxK &&
             g.count >= 1 && g.count <= StackedParts::kMaxParts && g.rows_end[g.count - 1] <= kMaxRows &&
             aligned16(x) && (dtype == DType::BF16 || dtype == DType::F16) &&
             (out_dtype == DType::F32 || out_dtype == dtype);

@@ -1,0 +1,227 @@
+// Matrix products for decode batches of 17-64 tokens on Hopper: out = x[T, K] · w[N, K]ᵀ with
+// 16-bit weights and x, accumulated in f32. Still bound by reading the weights once, but
+// cuBLASLt's kernels for these shapes stream them at 1.8-3.4 TB/s of the 4.3 a copy reaches (the
+// narrow q/k/v and o, the long down), and its split-k runs a reduction kernel of its own. Here:
+//  - outᵀ = w · xᵀ on the warpgroup tensor cores: a block of one warpgroup takes 128 weight
+//    rows (two 64-row wgmma tiles) by 32 or 64 token columns, k in 64-wide chunks through a
+//    6-deep cp.async pipeline (skinny_gemm.cu's layout), one block an SM;
+//  - a product over k ranges (splits) writes each range's sums as its own f32 array: the
+//    kernel after it (the residual add + norm, rope + store) adds them, so no pass of its own;
+//  - the MLP's form gives each block 64 rows of gate and the same 64 rows of up, whose sums
+//    meet in one thread: it writes act(gate) * up, with no glu kernel after.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
+
+#include "backend/backend.h"
+#include "backend/cuda/check.h"
+#include "backend/cuda/device_types.cuh"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/wgmma.cuh"
+
+namespace tessera::cuda {
+namespace {
+
+// Six stages (one block an SM: 121 KB at 32 tokens, 145 KB at 64), measured on the H200
+// (bench_cuda, 8B, batch 32 / 64 tok/s, each beside six in one run): six 6,176 / 10,046 against
+// four (two blocks an SM) 5,975 / 9,656 and three 5,633 / 9,078; six 6,131 / 9,960 against
+// eight 6,085 / 9,911.
+constexpr int kRows = 128, kChunk = 64, kThreads = 128, kStages = 6, kMaxSplits = 8;
+
+template <int kN>
+struct Layout {
+  static constexpr size_t w_stage = size_t(kRows) * kChunk * 2;  // 16 KB: 128 rows of 128 bytes
+  static constexpr size_t x_stage = size_t(kN) * kChunk * 2;     // kN tokens of 128 bytes
+  static constexpr size_t stage = w_stage + x_stage;             // a multiple of the 1 KB swizzle atom
+  static constexpr size_t bytes = kStages * stage + 1024;        // + alignment
+};
+
+// Grid (splits, tiles). Plain form (kGlu false): block (q, tile) multiplies rows [128 tile,
+// 128 tile + 128) of w [N, K] over k range q, into out + q T N ([T, N], f32). MLP form: w is gate
+// [N, K] with up [N, K] right after it; block (0, tile) takes rows [64 tile, 64 tile + 64) of
+// both over all of k and writes act(gate) * up into out [T, N].
+template <class W, int kN, bool kGlu, bool kGelu, class O>
+__global__ void __launch_bounds__(kThreads) narrow_gemm_kernel(const W* __restrict__ x, const W* __restrict__ w,
+                                                               int T, int64_t K, int64_t N, O* __restrict__ out) {
+#ifdef TESSERA_WGMMA
+  using L = Layout<kN>;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - smem_addr(smem_raw) % 1024) % 1024);  // swizzle atoms are 1 KB aligned
+  auto w_stage = [&](int st) { return smem + st * L::stage; };
+  auto x_stage = [&](int st) { return smem + st * L::stage + L::w_stage; };
+
+  const int split = blockIdx.x, splits = gridDim.x, tid = threadIdx.x;
+  const int64_t chunks = K / kChunk;
+  const int64_t c_begin = split * chunks / splits, count = (split + 1) * chunks / splits - c_begin;
+  // Weight row of tile line l: the plain form's 128 consecutive rows, or 64 of gate then the same 64 of up.
+  auto row_of = [&](int l) { return kGlu ? int64_t(blockIdx.y) * 64 + l % 64 : int64_t(blockIdx.y) * kRows + l; };
+
+  // Copies: this thread moves piece tid % 8 of weight lines tid / 8 + 16 i, and x items tid + 128 i.
+  const int piece = tid % 8;
+  const W* src[8];
+  bool live[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int l = tid / 8 + 16 * i;
+    const int64_t n = row_of(l);
+    live[i] = n < N;
+    src[i] = w + (kGlu && l >= 64 ? N * K : 0) + (live[i] ? n : N - 1) * K;  // rows past N zero-filled
+  }
+  auto issue_w = [&](int64_t c, int st) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      cp_async16(w_stage(st) + swizzled(tid / 8 + 16 * i, piece), src[i] + c * kChunk + piece * 8, live[i]);
+  };
+  auto issue_x = [&](int64_t c, int st) {
+#pragma unroll
+    for (int i = 0; i < kN * 8 / kThreads; ++i) {
+      const int item = tid + kThreads * i, t = item / 8, p = item % 8;
+      cp_async16(x_stage(st) + swizzled(t, p), x + (t < T ? t * K + c * kChunk + p * 8 : 0), t < T);
+    }
+  };
+
+  // The first stages' weights before the previous kernel has finished (they are only read), x after.
+  for (int st = 0; st < kStages - 1; ++st)
+    if (st < count) issue_w(c_begin + st, st);
+  wait_for_previous();
+  allow_next();
+  for (int st = 0; st < kStages - 1; ++st)
+    if (st < count) issue_x(c_begin + st, st);
+  cp_async_commit();
+  for (int st = 1; st < kStages - 1; ++st) cp_async_commit();  // one group per stage from here on
+
+  float acc[2][kN / 2];
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int e = 0; e < kN / 2; ++e) acc[m][e] = 0.0f;
+  for (int64_t i = 0; i < count; ++i) {
+    const int st = int(i % kStages);
+    cp_async_wait<kStages - 2>();
+    fence_async_shared();
+    __syncthreads();  // stage st is in shared memory for the warpgroup; the stage refilled next is free
+    if (i + kStages - 1 < count) {
+      const int next = int((i + kStages - 1) % kStages);
+      issue_w(c_begin + i + kStages - 1, next);
+      issue_x(c_begin + i + kStages - 1, next);
+    }
+    cp_async_commit();
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kChunk / 16; ++kk) {  // 16 k = 32 bytes along each line
+      const uint64_t b = descriptor(x_stage(st) + kk * 32);
+      wgmma<W, kN>(acc[0], descriptor(w_stage(st) + kk * 32), b);
+      wgmma<W, kN>(acc[1], descriptor(w_stage(st) + 64 * 128 + kk * 32), b);
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+  }
+  cp_async_wait<0>();
+
+  // Accumulator e of tile m: tile line 16 warp + lane / 4 (+ 8 for e % 4 >= 2), token
+  // 8 (e / 4) + 2 (lane % 4) (+ 1 for odd e).
+  const int warp = tid / 32, lane = tid % 32;
+#pragma unroll
+  for (int m = 0; m < (kGlu ? 1 : 2); ++m)
+#pragma unroll
+    for (int e = 0; e < kN / 2; ++e) {
+      const int l = 64 * m + 16 * warp + lane / 4 + 8 * ((e % 4) / 2), t = 8 * (e / 4) + 2 * (lane % 4) + e % 2;
+      const int64_t n = row_of(l);
+      if (n >= N || t >= T) continue;
+      if constexpr (kGlu) out[t * N + n] = from_f32<O>(glu_times<kGelu>(acc[0][e], acc[1][e]));
+      else out[(int64_t(split) * T + t) * N + n] = acc[m][e];
+    }
+#endif
+}
+
+// Blocks of the kernel that run at once on the GPU (its shared-memory limit set on first use).
+template <class W, int kN, bool kGlu, bool kGelu, class O>
+int resident_blocks() {
+  static const int blocks = [] {
+    auto kernel = narrow_gemm_kernel<W, kN, kGlu, kGelu, O>;
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Layout<kN>::bytes)),
+          "narrow gemm shared memory");
+    int dev = 0, sms = 0, per_sm = 0;
+    check(cudaGetDevice(&dev), "narrow gemm device");
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "narrow gemm SM count");
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, Layout<kN>::bytes),
+          "narrow gemm occupancy");
+    return sms * std::max(per_sm, 1);
+  }();
+  return blocks;
+}
+
+template <class W, int kN, bool kGlu, bool kGelu, class O>
+void launch(const void* x, const void* w, int64_t T, int64_t N, int64_t K, int splits, void* out, cudaStream_t s) {
+  resident_blocks<W, kN, kGlu, kGelu, O>();  // sets the shared-memory limit
+  const int64_t tiles = kGlu ? (N + 63) / 64 : (N + kRows - 1) / kRows;
+  launch_dependent(narrow_gemm_kernel<W, kN, kGlu, kGelu, O>, dim3(unsigned(splits), unsigned(tiles)), dim3(kThreads),
+                   Layout<kN>::bytes, s, static_cast<const W*>(x), static_cast<const W*>(w), int(T), K, N,
+                   static_cast<O*>(out));
+}
+
+// launch<W, kN, ...>(args...) for the weights' dtype and the token count.
+template <bool kGlu, bool kGelu, class O16, class... A>
+void dispatch(DType dt, int64_t T, const A&... args) {
+  if (dt == DType::BF16) {
+    using O = std::conditional_t<std::is_same_v<O16, float>, float, __nv_bfloat16>;
+    if (T <= 32) launch<__nv_bfloat16, 32, kGlu, kGelu, O>(args...);
+    else launch<__nv_bfloat16, 64, kGlu, kGelu, O>(args...);
+  } else {
+    using O = std::conditional_t<std::is_same_v<O16, float>, float, __half>;
+    if (T <= 32) launch<__half, 32, kGlu, kGelu, O>(args...);
+    else launch<__half, 64, kGlu, kGelu, O>(args...);
+  }
+}
+
+// TESSERA_CUDA_NARROW_GEMM=0 leaves these products to cuBLASLt, for side-by-side measurements.
+bool enabled() {
+  static const bool yes = [] {
+    const char* env = std::getenv("TESSERA_CUDA_NARROW_GEMM");
+    return !(env && std::string(env) == "0");
+  }();
+  return yes;
+}
+
+}  // namespace
+
+bool narrow_gemm_applies(const void* x, const void* w, DType dtype, int64_t T, int64_t K) {
+  return enabled() && sm90a_runs() && T >= kNarrowMinTokens && T <= kNarrowMaxTokens && K % kChunk == 0 &&
+         (dtype == DType::BF16 || dtype == DType::F16) && aligned16(x) && aligned16(w);
+}
+
+int narrow_gemm_splits(int64_t T, int64_t N, int64_t K, DType dtype) {
+  const int64_t tiles = (N + kRows - 1) / kRows, chunks = K / kChunk;
+  const int resident = dtype == DType::BF16
+                           ? (T <= 32 ? resident_blocks<__nv_bfloat16, 32, false, false, float>()
+                                      : resident_blocks<__nv_bfloat16, 64, false, false, float>())
+                           : (T <= 32 ? resident_blocks<__half, 32, false, false, float>()
+                                      : resident_blocks<__half, 64, false, false, float>());
+  // As many k ranges as fill the resident blocks in one wave, each at least 4 chunks long. An
+  // 8B on the H200 (132 blocks): q/k/v 2, o and down 4. The same count forced on all three
+  // (bench_cuda --breakdown, batch 32 and 64): 2 left o and down 18-35% slower, 3 q/k/v 31%, 6
+  // all three 18-36%.
+  return int(std::clamp<int64_t>(resident / tiles, 1, std::min<int64_t>(kMaxSplits, std::max<int64_t>(chunks / 4, 1))));
+}
+
+void narrow_gemm(const void* x, const void* w, DType dtype, int64_t T, int64_t N, int64_t K, int splits, float* out,
+                 cudaStream_t s) {
+  dispatch<false, false, float>(dtype, T, x, w, T, N, K, splits, static_cast<void*>(out), s);
+  check_launch("narrow gemm");
+}
+
+void narrow_gemm_glu(Glu act, const void* x, const void* gate_up, DType dtype, int64_t T, int64_t F, int64_t K,
+                     void* out, DType out_dtype, cudaStream_t s) {
+  const bool f32 = out_dtype == DType::F32;
+  if (act == Glu::GeGLU) {
+    if (f32) dispatch<true, true, float>(dtype, T, x, gate_up, T, F, K, 1, out, s);
+    else dispatch<true, true, void>(dtype, T, x, gate_up, T, F, K, 1, out, s);
+  } else {
+    if (f32) dispatch<true, false, float>(dtype, T, x, gate_up, T, F, K, 1, out, s);
+    else dispatch<true, false, void>(dtype, T, x, gate_up, T, F, K, 1, out, s);
+  }
+  check_launch("narrow gemm glu");
+}
+
+}  // namespace tessera::cuda

@@ -1,0 +1,81 @@
+// Hopper's warpgroup matrix products (wgmma, sm_90a) over shared-memory tiles in the 128-byte
+// swizzled K-major layout, for the decode products (skinny_gemm.cu, narrow_gemm.cu).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "backend/cuda/device_types.cuh"
+
+// wgmma and clusters exist in the sm_90a pass only; the kernels using them are empty elsewhere
+// and the host never launches them off compute capability 9.0.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TESSERA_WGMMA 1
+#endif
+
+namespace tessera::cuda {
+
+#ifdef TESSERA_WGMMA
+// The 16-byte piece p of line r (128 bytes) of a 128-byte-swizzled tile: pieces are permuted
+// within each line by the line's index mod 8, so eight lines of an atom spread over all banks.
+__device__ __forceinline__ int swizzled(int line, int piece) { return line * 128 + ((piece ^ (line & 7)) << 4); }
+
+// A shared-memory matrix descriptor for a K-major operand in that layout: 8-line groups 1 KB
+// apart (stride 64 × 16 bytes), leading offset unused (1), swizzle mode 1 (128 bytes).
+__device__ __forceinline__ uint64_t descriptor(const void* p) {
+  return uint64_t((smem_addr(p) & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(64) << 32) | (uint64_t(1) << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Shared memory written through the generic proxy (cp.async), read next by wgmma (async proxy).
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// d[64 × kN] += a[64 × 16] · b[16 × kN], both K-major in shared memory. Thread t of the
+// warpgroup holds d[e] at row 16 (t / 32) + (t % 32) / 4 (+ 8 for e % 4 >= 2), column
+// 8 (e / 4) + 2 (t % 4) (+ 1 for odd e).
+template <class W, int kN>
+__device__ __forceinline__ void wgmma(float (&d)[kN / 2], uint64_t a, uint64_t b);
+
+#define TESSERA_F8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+                      "+f"(d[i + 6]), "+f"(d[i + 7])
+#define TESSERA_WGMMA_16(T, PTX)                                                                           \
+  template <>                                                                                              \
+  __device__ __forceinline__ void wgmma<T, 16>(float (&d)[8], uint64_t a, uint64_t b) {                   \
+    asm volatile("wgmma.mma_async.sync.aligned.m64n16k16.f32." PTX "." PTX                                \
+                 " {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, 1, 1, 1, 0, 0;\n"                            \
+                 : TESSERA_F8(0)                                                                           \
+                 : "l"(a), "l"(b));                                                                        \
+  }
+#define TESSERA_WGMMA_32(T, PTX)                                                                           \
+  template <>                                                                                              \
+  __device__ __forceinline__ void wgmma<T, 32>(float (&d)[16], uint64_t a, uint64_t b) {                  \
+    asm volatile("wgmma.mma_async.sync.aligned.m64n32k16.f32." PTX "." PTX                                \
+                 " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17,"     \
+                 " 1, 1, 1, 0, 0;\n"                                                                       \
+                 : TESSERA_F8(0), TESSERA_F8(8)                                                            \
+                 : "l"(a), "l"(b));                                                                        \
+  }
+#define TESSERA_WGMMA_64(T, PTX)                                                                           \
+  template <>                                                                                              \
+  __device__ __forceinline__ void wgmma<T, 64>(float (&d)[32], uint64_t a, uint64_t b) {                  \
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32." PTX "." PTX                                \
+                 " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18," \
+                 " %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33,"           \
+                 " 1, 1, 1, 0, 0;\n"                                                                       \
+                 : TESSERA_F8(0), TESSERA_F8(8), TESSERA_F8(16), TESSERA_F8(24)                            \
+                 : "l"(a), "l"(b));                                                                        \
+  }
+TESSERA_WGMMA_16(__nv_bfloat16, "bf16")
+TESSERA_WGMMA_16(__half, "f16")
+TESSERA_WGMMA_32(__nv_bfloat16, "bf16")
+TESSERA_WGMMA_32(__half, "f16")
+TESSERA_WGMMA_64(__nv_bfloat16, "bf16")
+TESSERA_WGMMA_64(__half, "f16")
+#undef TESSERA_WGMMA_16
+#undef TESSERA_WGMMA_32
+#undef TESSERA_WGMMA_64
+#undef TESSERA_F8
+#endif
+
+}  // namespace tessera::cuda
