@@ -200,8 +200,8 @@ int narrow_gemm_splits(int64_t T, int64_t N, int64_t K, DType dtype) {
                                       : resident_blocks<__half, 64, false, false, float>());
   // As many k ranges as fill the resident blocks in one wave, each at least 4 chunks long. An
   // 8B on the H200 (132 blocks): q/k/v 2, o and down 4. The same count forced on all three
-  // (bench_cuda --breakdown, batch 32 and 64): 2 left o and down 18-35% slower, 3 q/k/v 31%, 6
-  // all three 18-36%.
+  // (bench_cuda --breakdown, batch 32 and 64): 2 left o and down 18-35% slower, 3 q/k/v
+  // 31-32%, 6 all three 18-36%.
   return int(std::clamp<int64_t>(resident / tiles, 1, std::min<int64_t>(kMaxSplits, std::max<int64_t>(chunks / 4, 1))));
 }
 
