@@ -2,12 +2,15 @@
 // 16-bit weights and x, accumulated in f32. Still bound by reading the weights once, but
 // cuBLASLt's kernels for these shapes stream them at 1.8-3.4 TB/s of the 4.3 a copy reaches (the
 // narrow q/k/v and o, the long down), and its split-k runs a reduction kernel of its own. Here:
-//  - outᵀ = w · xᵀ on the warpgroup tensor cores: a block of one warpgroup takes 128 weight
-//    rows (two 64-row wgmma tiles) by 32 or 64 token columns, k in 64-wide chunks through a
-//    6-deep cp.async pipeline (skinny_gemm.cu's layout), one block an SM;
+//  - outᵀ = w · xᵀ on the warpgroup tensor cores: a block of one warpgroup takes up to 128
+//    weight rows (two 64-row wgmma tiles) by 32 or 64 token columns, k in 64-wide chunks through
+//    a cp.async ring (skinny_gemm.cu's layout);
+//  - the rows are spread evenly over as many blocks as run at once, so that every SM streams
+//    as many bytes (128-row tiles left an 8B's q/k/v 96 blocks on 132 SMs, and a Qwen3-4B's
+//    gate/up 152);
 //  - a product over k ranges (splits) writes each range's sums as its own f32 array: the
 //    kernel after it (the residual add + norm, rope + store) adds them, so no pass of its own;
-//  - the MLP's form gives each block 64 rows of gate and the same 64 rows of up, whose sums
+//  - the MLP's form gives each block up to 64 rows of gate and the same rows of up, whose sums
 //    meet in one thread: it writes act(gate) * up, with no glu kernel after.
 #include <algorithm>
 #include <cstdlib>
@@ -23,13 +26,17 @@
 namespace tessera::cuda {
 namespace {
 
-// Six stages (one block an SM: 121 KB at 32 tokens, 145 KB at 64), measured on the H200
-// (bench_cuda, 8B, batch 32 / 64 tok/s, each beside six in one run): six 6,176 / 10,046 against
-// four (two blocks an SM) 5,975 / 9,656 and three 5,633 / 9,078; six 6,131 / 9,960 against
-// eight 6,085 / 9,911.
-constexpr int kRows = 128, kChunk = 64, kThreads = 128, kStages = 6, kMaxSplits = 8;
+constexpr int kRows = 128, kChunk = 64, kThreads = 128, kMaxSplits = 8;
+// Ring stages. The plain form: six, one block an SM (121 KB at 32 tokens, 145 KB at 64), measured
+// on the H200 with 128-row tiles (bench_cuda, 8B, batch 32 / 64 tok/s, each beside six in one
+// run): six 6,176 / 10,046 against four (two blocks an SM) 5,975 / 9,656 and three 5,633 /
+// 9,078; six 6,131 / 9,960 against eight 6,085 / 9,911. The MLP form: four, two blocks an SM, so
+// that its row groups (at most 64 rows of gate and of up, which meet in one tile) cover an 8B's
+// F = 14,336 in one wave of blocks.
+template <bool kGlu>
+constexpr int kStagesFor = kGlu ? 4 : 6;
 
-template <int kN>
+template <int kN, int kStages>
 struct Layout {
   static constexpr size_t w_stage = size_t(kRows) * kChunk * 2;  // 16 KB: 128 rows of 128 bytes
   static constexpr size_t x_stage = size_t(kN) * kChunk * 2;     // kN tokens of 128 bytes
@@ -37,15 +44,16 @@ struct Layout {
   static constexpr size_t bytes = kStages * stage + 1024;        // + alignment
 };
 
-// Grid (splits, tiles). Plain form (kGlu false): block (q, tile) multiplies rows [128 tile,
-// 128 tile + 128) of w [N, K] over k range q, into out + q T N ([T, N], f32). MLP form: w is gate
-// [N, K] with up [N, K] right after it; block (0, tile) takes rows [64 tile, 64 tile + 64) of
-// both over all of k and writes act(gate) * up into out [T, N].
+// Grid (splits, row groups). Plain form (kGlu false): block (q, g) multiplies row group g of w
+// [N, K] over k range q, into out + q T N ([T, N], f32). MLP form: w is gate [N, K] with up
+// [N, K] right after it; block (0, g) takes row group g of both over all of k and writes
+// act(gate) * up into out [T, N].
 template <class W, int kN, bool kGlu, bool kGelu, class O>
 __global__ void __launch_bounds__(kThreads) narrow_gemm_kernel(const W* __restrict__ x, const W* __restrict__ w,
                                                                int T, int64_t K, int64_t N, O* __restrict__ out) {
 #ifdef TESSERA_WGMMA
-  using L = Layout<kN>;
+  constexpr int kStages = kStagesFor<kGlu>;
+  using L = Layout<kN, kStages>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - smem_addr(smem_raw) % 1024) % 1024);  // swizzle atoms are 1 KB aligned
   auto w_stage = [&](int st) { return smem + st * L::stage; };
@@ -54,8 +62,10 @@ __global__ void __launch_bounds__(kThreads) narrow_gemm_kernel(const W* __restri
   const int split = blockIdx.x, splits = gridDim.x, tid = threadIdx.x;
   const int64_t chunks = K / kChunk;
   const int64_t c_begin = split * chunks / splits, count = (split + 1) * chunks / splits - c_begin;
-  // Weight row of tile line l: the plain form's 128 consecutive rows, or 64 of gate then the same 64 of up.
-  auto row_of = [&](int l) { return kGlu ? int64_t(blockIdx.y) * 64 + l % 64 : int64_t(blockIdx.y) * kRows + l; };
+  // This block's rows [r0, r1), an even share of N: tile line l holds row r0 + l, or in the MLP
+  // form gate's (l < 64) or up's row r0 + l % 64.
+  const int64_t r0 = int64_t(blockIdx.y) * N / gridDim.y, r1 = int64_t(blockIdx.y + 1) * N / gridDim.y;
+  auto row_of = [&](int l) { return r0 + (kGlu ? l % 64 : l); };
 
   // Copies: this thread moves piece tid % 8 of weight lines tid / 8 + 16 i, and x items tid + 128 i.
   const int piece = tid % 8;
@@ -65,8 +75,8 @@ __global__ void __launch_bounds__(kThreads) narrow_gemm_kernel(const W* __restri
   for (int i = 0; i < 8; ++i) {
     const int l = tid / 8 + 16 * i;
     const int64_t n = row_of(l);
-    live[i] = n < N;
-    src[i] = w + (kGlu && l >= 64 ? N * K : 0) + (live[i] ? n : N - 1) * K;  // rows past N zero-filled
+    live[i] = n < r1;
+    src[i] = w + (kGlu && l >= 64 ? N * K : 0) + (live[i] ? n : r0) * K;  // rows past r1 zero-filled
   }
   auto issue_w = [&](int64_t c, int st) {
 #pragma unroll
@@ -128,7 +138,7 @@ __global__ void __launch_bounds__(kThreads) narrow_gemm_kernel(const W* __restri
     for (int e = 0; e < kN / 2; ++e) {
       const int l = 64 * m + 16 * warp + lane / 4 + 8 * ((e % 4) / 2), t = 8 * (e / 4) + 2 * (lane % 4) + e % 2;
       const int64_t n = row_of(l);
-      if (n >= N || t >= T) continue;
+      if (n >= r1 || t >= T) continue;
       if constexpr (kGlu) out[t * N + n] = from_f32<O>(glu_times<kGelu>(acc[0][e], acc[1][e]));
       else out[(int64_t(split) * T + t) * N + n] = acc[m][e];
     }
@@ -140,12 +150,13 @@ template <class W, int kN, bool kGlu, bool kGelu, class O>
 int resident_blocks() {
   static const int blocks = [] {
     auto kernel = narrow_gemm_kernel<W, kN, kGlu, kGelu, O>;
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Layout<kN>::bytes)),
+    constexpr size_t bytes = Layout<kN, kStagesFor<kGlu>>::bytes;
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
           "narrow gemm shared memory");
     int dev = 0, sms = 0, per_sm = 0;
     check(cudaGetDevice(&dev), "narrow gemm device");
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "narrow gemm SM count");
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, Layout<kN>::bytes),
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, bytes),
           "narrow gemm occupancy");
     return sms * std::max(per_sm, 1);
   }();
@@ -154,11 +165,14 @@ int resident_blocks() {
 
 template <class W, int kN, bool kGlu, bool kGelu, class O>
 void launch(const void* x, const void* w, int64_t T, int64_t N, int64_t K, int splits, void* out, cudaStream_t s) {
-  resident_blocks<W, kN, kGlu, kGelu, O>();  // sets the shared-memory limit
-  const int64_t tiles = kGlu ? (N + 63) / 64 : (N + kRows - 1) / kRows;
-  launch_dependent(narrow_gemm_kernel<W, kN, kGlu, kGelu, O>, dim3(unsigned(splits), unsigned(tiles)), dim3(kThreads),
-                   Layout<kN>::bytes, s, static_cast<const W*>(x), static_cast<const W*>(w), int(T), K, N,
-                   static_cast<O*>(out));
+  const int resident = resident_blocks<W, kN, kGlu, kGelu, O>();  // also sets the shared-memory limit
+  // Row groups: enough for at most 128 rows each (64 in the MLP form), and more, up to one wave
+  // of blocks with the k ranges, while each keeps at least 16 rows.
+  const int64_t fewest = kGlu ? (N + 63) / 64 : (N + kRows - 1) / kRows;
+  const int64_t groups = std::max(fewest, std::min<int64_t>(resident / splits, (N + 15) / 16));
+  launch_dependent(narrow_gemm_kernel<W, kN, kGlu, kGelu, O>, dim3(unsigned(splits), unsigned(groups)), dim3(kThreads),
+                   Layout<kN, kStagesFor<kGlu>>::bytes, s, static_cast<const W*>(x), static_cast<const W*>(w), int(T),
+                   K, N, static_cast<O*>(out));
 }
 
 // launch<W, kN, ...>(args...) for the weights' dtype and the token count.
@@ -200,7 +214,7 @@ int narrow_gemm_splits(int64_t T, int64_t N, int64_t K, DType dtype) {
                                       : resident_blocks<__half, 64, false, false, float>());
   // As many k ranges as fill the resident blocks in one wave, each at least 4 chunks long. An
   // 8B on the H200 (132 blocks): q/k/v 2, o and down 4. The same count forced on all three
-  // (bench_cuda --breakdown, batch 32 and 64): 2 left o and down 18-35% slower, 3 q/k/v
+  // (128-row tiles; bench_cuda --breakdown, batch 32 and 64): 2 left o and down 18-35% slower, 3 q/k/v
   // 31-32%, 6 all three 18-36%.
   return int(std::clamp<int64_t>(resident / tiles, 1, std::min<int64_t>(kMaxSplits, std::max<int64_t>(chunks / 4, 1))));
 }
