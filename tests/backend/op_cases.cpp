@@ -637,7 +637,7 @@ std::vector<OpCase> op_cases(const std::string& op) {
       for (int D : {67, 4096}) cases.push_back(add_rms_norm_case(out, 9, D, 0.0f, false, seed++, out));
   } else if (op == "linear_add_rms_norm") {
     // T 1-2: the GPU's GEMV; 9: its skinny product; 17-64: on Hopper its narrow product, k split
-    // into ranges the add sums (K = 1344: 21 chunks in 5 uneven ranges; N = 200: a part tile);
+    // into ranges the add sums (K = 1344: 21 chunks in 5 uneven ranges; N = 200: groups of 15-16 rows);
     // 24 with K = 264 (not a multiple of 64) and 130: cuBLASLt, where the GPU may split k (264:
     // not into 4 ranges of whole 16-byte pieces). 16-bit a from 3 tokens, as in the decoder.
     struct S { int T, K, N; };
@@ -716,7 +716,7 @@ std::vector<OpCase> op_cases(const std::string& op) {
     // Weights stacked as the decoder uploads them: past 16 tokens (up to 128) the GPU runs one
     // product over both and glu on its halves (F a multiple of 8; 67 is not, and takes the
     // default), in f32 or, as in the decoder, with x, the scratch and out of the weights' dtype
-    // (on Hopper up to 64 tokens: the narrow product's MLP form; F = 200: a part tile).
+    // (on Hopper up to 64 tokens: the narrow product's MLP form; F = 200: groups of 15-16 rows).
     for (DType dt : {DType::BF16, DType::F16})
       for (int T : {17, 33, 64, 129})
         for (auto [K, F] : {std::pair{256, 67}, {4096, 200}}) {

@@ -26,7 +26,7 @@
 namespace tessera::cuda {
 namespace {
 
-constexpr int kRows = 128, kChunk = 64, kThreads = 128, kMaxSplits = 8;
+constexpr int kMaxSplits = 8;
 // Ring stages. The plain form: six, one block an SM (121 KB at 32 tokens, 145 KB at 64), measured
 // on the H200 with 128-row tiles (bench_cuda, 8B, batch 32 / 64 tok/s, each beside six in one
 // run): six 6,176 / 10,046 against four (two blocks an SM) 5,975 / 9,656 and three 5,633 /
@@ -36,39 +36,31 @@ constexpr int kRows = 128, kChunk = 64, kThreads = 128, kMaxSplits = 8;
 template <bool kGlu>
 constexpr int kStagesFor = kGlu ? 4 : 6;
 
-template <int kN, int kStages>
-struct Layout {
-  static constexpr size_t w_stage = size_t(kRows) * kChunk * 2;  // 16 KB: 128 rows of 128 bytes
-  static constexpr size_t x_stage = size_t(kN) * kChunk * 2;     // kN tokens of 128 bytes
-  static constexpr size_t stage = w_stage + x_stage;             // a multiple of the 1 KB swizzle atom
-  static constexpr size_t bytes = kStages * stage + 1024;        // + alignment
-};
+// Shared memory of the form's ring, + 1 KB for alignment.
+template <int kN, bool kGlu>
+constexpr size_t kSmemBytes = kStagesFor<kGlu> * TileStage<kN>::bytes + 1024;
 
 // Grid (splits, row groups). Plain form (kGlu false): block (q, g) multiplies row group g of w
 // [N, K] over k range q, into out + q T N ([T, N], f32). MLP form: w is gate [N, K] with up
 // [N, K] right after it; block (0, g) takes row group g of both over all of k and writes
 // act(gate) * up into out [T, N].
 template <class W, int kN, bool kGlu, bool kGelu, class O>
-__global__ void __launch_bounds__(kThreads) narrow_gemm_kernel(const W* __restrict__ x, const W* __restrict__ w,
-                                                               int T, int64_t K, int64_t N, O* __restrict__ out) {
+__global__ void __launch_bounds__(kTileThreads)
+    narrow_gemm_kernel(const W* __restrict__ x, const W* __restrict__ w, int T, int64_t K, int64_t N,
+                       O* __restrict__ out) {
 #ifdef TESSERA_WGMMA
-  constexpr int kStages = kStagesFor<kGlu>;
-  using L = Layout<kN, kStages>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - smem_addr(smem_raw) % 1024) % 1024);  // swizzle atoms are 1 KB aligned
-  auto w_stage = [&](int st) { return smem + st * L::stage; };
-  auto x_stage = [&](int st) { return smem + st * L::stage + L::w_stage; };
 
   const int split = blockIdx.x, splits = gridDim.x, tid = threadIdx.x;
-  const int64_t chunks = K / kChunk;
+  const int64_t chunks = K / kTileChunk;
   const int64_t c_begin = split * chunks / splits, count = (split + 1) * chunks / splits - c_begin;
   // This block's rows [r0, r1), an even share of N: tile line l holds row r0 + l, or in the MLP
   // form gate's (l < 64) or up's row r0 + l % 64.
   const int64_t r0 = int64_t(blockIdx.y) * N / gridDim.y, r1 = int64_t(blockIdx.y + 1) * N / gridDim.y;
   auto row_of = [&](int l) { return r0 + (kGlu ? l % 64 : l); };
 
-  // Copies: this thread moves piece tid % 8 of weight lines tid / 8 + 16 i, and x items tid + 128 i.
-  const int piece = tid % 8;
+  // This thread's weight lines tid / 8 + 16 i (tile_products).
   const W* src[8];
   bool live[8];
 #pragma unroll
@@ -78,56 +70,8 @@ __global__ void __launch_bounds__(kThreads) narrow_gemm_kernel(const W* __restri
     live[i] = n < r1;
     src[i] = w + (kGlu && l >= 64 ? N * K : 0) + (live[i] ? n : r0) * K;  // rows past r1 zero-filled
   }
-  auto issue_w = [&](int64_t c, int st) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      cp_async16(w_stage(st) + swizzled(tid / 8 + 16 * i, piece), src[i] + c * kChunk + piece * 8, live[i]);
-  };
-  auto issue_x = [&](int64_t c, int st) {
-#pragma unroll
-    for (int i = 0; i < kN * 8 / kThreads; ++i) {
-      const int item = tid + kThreads * i, t = item / 8, p = item % 8;
-      cp_async16(x_stage(st) + swizzled(t, p), x + (t < T ? t * K + c * kChunk + p * 8 : 0), t < T);
-    }
-  };
-
-  // The first stages' weights before the previous kernel has finished (they are only read), x after.
-  for (int st = 0; st < kStages - 1; ++st)
-    if (st < count) issue_w(c_begin + st, st);
-  wait_for_previous();
-  allow_next();
-  for (int st = 0; st < kStages - 1; ++st)
-    if (st < count) issue_x(c_begin + st, st);
-  cp_async_commit();
-  for (int st = 1; st < kStages - 1; ++st) cp_async_commit();  // one group per stage from here on
-
   float acc[2][kN / 2];
-#pragma unroll
-  for (int m = 0; m < 2; ++m)
-#pragma unroll
-    for (int e = 0; e < kN / 2; ++e) acc[m][e] = 0.0f;
-  for (int64_t i = 0; i < count; ++i) {
-    const int st = int(i % kStages);
-    cp_async_wait<kStages - 2>();
-    fence_async_shared();
-    __syncthreads();  // stage st is in shared memory for the warpgroup; the stage refilled next is free
-    if (i + kStages - 1 < count) {
-      const int next = int((i + kStages - 1) % kStages);
-      issue_w(c_begin + i + kStages - 1, next);
-      issue_x(c_begin + i + kStages - 1, next);
-    }
-    cp_async_commit();
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kChunk / 16; ++kk) {  // 16 k = 32 bytes along each line
-      const uint64_t b = descriptor(x_stage(st) + kk * 32);
-      wgmma<W, kN>(acc[0], descriptor(w_stage(st) + kk * 32), b);
-      wgmma<W, kN>(acc[1], descriptor(w_stage(st) + 64 * 128 + kk * 32), b);
-    }
-    wgmma_commit();
-    wgmma_wait_all();
-  }
-  cp_async_wait<0>();
+  tile_products<W, kN, kStagesFor<kGlu>>(smem, src, live, x, T, K, c_begin, count, acc);
 
   // Accumulator e of tile m: tile line 16 warp + lane / 4 (+ 8 for e % 4 >= 2), token
   // 8 (e / 4) + 2 (lane % 4) (+ 1 for odd e).
@@ -150,13 +94,13 @@ template <class W, int kN, bool kGlu, bool kGelu, class O>
 int resident_blocks() {
   static const int blocks = [] {
     auto kernel = narrow_gemm_kernel<W, kN, kGlu, kGelu, O>;
-    constexpr size_t bytes = Layout<kN, kStagesFor<kGlu>>::bytes;
+    constexpr size_t bytes = kSmemBytes<kN, kGlu>;
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
           "narrow gemm shared memory");
     int dev = 0, sms = 0, per_sm = 0;
     check(cudaGetDevice(&dev), "narrow gemm device");
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "narrow gemm SM count");
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, bytes),
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kTileThreads, bytes),
           "narrow gemm occupancy");
     return sms * std::max(per_sm, 1);
   }();
@@ -168,22 +112,23 @@ void launch(const void* x, const void* w, int64_t T, int64_t N, int64_t K, int s
   const int resident = resident_blocks<W, kN, kGlu, kGelu, O>();  // also sets the shared-memory limit
   // Row groups: enough for at most 128 rows each (64 in the MLP form), and more, up to one wave
   // of blocks with the k ranges, while each keeps at least 16 rows.
-  const int64_t fewest = kGlu ? (N + 63) / 64 : (N + kRows - 1) / kRows;
+  const int64_t fewest = kGlu ? (N + 63) / 64 : (N + kTileRows - 1) / kTileRows;
   const int64_t groups = std::max(fewest, std::min<int64_t>(resident / splits, (N + 15) / 16));
-  launch_dependent(narrow_gemm_kernel<W, kN, kGlu, kGelu, O>, dim3(unsigned(splits), unsigned(groups)), dim3(kThreads),
-                   Layout<kN, kStagesFor<kGlu>>::bytes, s, static_cast<const W*>(x), static_cast<const W*>(w), int(T),
-                   K, N, static_cast<O*>(out));
+  launch_dependent(narrow_gemm_kernel<W, kN, kGlu, kGelu, O>, dim3(unsigned(splits), unsigned(groups)),
+                   dim3(kTileThreads), kSmemBytes<kN, kGlu>, s, static_cast<const W*>(x), static_cast<const W*>(w),
+                   int(T), K, N, static_cast<O*>(out));
 }
 
-// launch<W, kN, ...>(args...) for the weights' dtype and the token count.
-template <bool kGlu, bool kGelu, class O16, class... A>
+// launch<W, kN, ...>(args...) for the weights' dtype and the token count; out f32 with kF32Out, else
+// of the weights' dtype.
+template <bool kGlu, bool kGelu, bool kF32Out, class... A>
 void dispatch(DType dt, int64_t T, const A&... args) {
   if (dt == DType::BF16) {
-    using O = std::conditional_t<std::is_same_v<O16, float>, float, __nv_bfloat16>;
+    using O = std::conditional_t<kF32Out, float, __nv_bfloat16>;
     if (T <= 32) launch<__nv_bfloat16, 32, kGlu, kGelu, O>(args...);
     else launch<__nv_bfloat16, 64, kGlu, kGelu, O>(args...);
   } else {
-    using O = std::conditional_t<std::is_same_v<O16, float>, float, __half>;
+    using O = std::conditional_t<kF32Out, float, __half>;
     if (T <= 32) launch<__half, 32, kGlu, kGelu, O>(args...);
     else launch<__half, 64, kGlu, kGelu, O>(args...);
   }
@@ -201,12 +146,12 @@ bool enabled() {
 }  // namespace
 
 bool narrow_gemm_applies(const void* x, const void* w, DType dtype, int64_t T, int64_t K) {
-  return enabled() && sm90a_runs() && T >= kNarrowMinTokens && T <= kNarrowMaxTokens && K % kChunk == 0 &&
+  return enabled() && sm90a_runs() && T >= kNarrowMinTokens && T <= kNarrowMaxTokens && K % kTileChunk == 0 &&
          (dtype == DType::BF16 || dtype == DType::F16) && aligned16(x) && aligned16(w);
 }
 
 int narrow_gemm_splits(int64_t T, int64_t N, int64_t K, DType dtype) {
-  const int64_t tiles = (N + kRows - 1) / kRows, chunks = K / kChunk;
+  const int64_t tiles = (N + kTileRows - 1) / kTileRows, chunks = K / kTileChunk;
   const int resident = dtype == DType::BF16
                            ? (T <= 32 ? resident_blocks<__nv_bfloat16, 32, false, false, float>()
                                       : resident_blocks<__nv_bfloat16, 64, false, false, float>())
@@ -221,7 +166,7 @@ int narrow_gemm_splits(int64_t T, int64_t N, int64_t K, DType dtype) {
 
 void narrow_gemm(const void* x, const void* w, DType dtype, int64_t T, int64_t N, int64_t K, int splits, float* out,
                  cudaStream_t s) {
-  dispatch<false, false, float>(dtype, T, x, w, T, N, K, splits, static_cast<void*>(out), s);
+  dispatch<false, false, true>(dtype, T, x, w, T, N, K, splits, static_cast<void*>(out), s);
   check_launch("narrow gemm");
 }
 
@@ -229,11 +174,11 @@ void narrow_gemm_glu(Glu act, const void* x, const void* gate_up, DType dtype, i
                      void* out, DType out_dtype, cudaStream_t s) {
   const bool f32 = out_dtype == DType::F32;
   if (act == Glu::GeGLU) {
-    if (f32) dispatch<true, true, float>(dtype, T, x, gate_up, T, F, K, 1, out, s);
-    else dispatch<true, true, void>(dtype, T, x, gate_up, T, F, K, 1, out, s);
+    if (f32) dispatch<true, true, true>(dtype, T, x, gate_up, T, F, K, 1, out, s);
+    else dispatch<true, true, false>(dtype, T, x, gate_up, T, F, K, 1, out, s);
   } else {
-    if (f32) dispatch<true, false, float>(dtype, T, x, gate_up, T, F, K, 1, out, s);
-    else dispatch<true, false, void>(dtype, T, x, gate_up, T, F, K, 1, out, s);
+    if (f32) dispatch<true, false, true>(dtype, T, x, gate_up, T, F, K, 1, out, s);
+    else dispatch<true, false, false>(dtype, T, x, gate_up, T, F, K, 1, out, s);
   }
   check_launch("narrow gemm glu");
 }

@@ -28,36 +28,31 @@
 namespace tessera::cuda {
 namespace {
 
-constexpr int kRows = 128, kN = 16, kChunk = 64, kThreads = 128, kStages = 4, kMaxSplits = 8;
+constexpr int kN = 16, kStages = 4, kMaxSplits = 8;
 // The widest and longest products taken (q/k/v, o of models up to 8192 wide).
 constexpr int64_t kMaxRows = 8192, kMaxK = 8192;
 
 struct Layout {
-  static constexpr size_t w_stage = size_t(kRows) * kChunk * 2;  // 16 KB: 128 rows of 128 bytes
-  static constexpr size_t x_stage = size_t(kN) * kChunk * 2;     // 16 tokens of 128 bytes
-  static constexpr size_t stage = w_stage + x_stage;             // a multiple of the 1 KB swizzle atom
-  static constexpr int kLd = kN + 4;                             // f32 sums row stride (16-byte rows, banks spread)
-  static constexpr size_t sums = size_t(kRows) * kLd * 4;
-  static constexpr size_t bytes = (kStages * stage > sums ? kStages * stage : sums) + 1024;  // + alignment
+  static constexpr size_t ring = kStages * TileStage<kN>::bytes;
+  static constexpr int kLd = kN + 4;  // f32 sums row stride (16-byte rows, banks spread)
+  static constexpr size_t sums = size_t(kTileRows) * kLd * 4;
+  static constexpr size_t bytes = (ring > sums ? ring : sums) + 1024;  // + alignment
 };
 
 // Grid (splits, tiles), clusters of (splits, 1): block (q, tile) multiplies rows [128 tile,
 // 128 tile + 128) of the stacked weights over its share of the k chunks.
 template <class W, class O>
-__global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const W* __restrict__ x, StackedParts g, int T,
-                                                               int64_t K, int64_t N) {
+__global__ void __launch_bounds__(kTileThreads)
+    skinny_gemm_kernel(const W* __restrict__ x, StackedParts g, int T, int64_t K, int64_t N) {
 #ifdef TESSERA_WGMMA
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - smem_addr(smem_raw) % 1024) % 1024);  // swizzle atoms are 1 KB aligned
-  auto w_stage = [&](int st) { return smem + st * Layout::stage; };
-  auto x_stage = [&](int st) { return smem + st * Layout::stage + Layout::w_stage; };
 
   const int split = blockIdx.x, splits = gridDim.x, tid = threadIdx.x;
-  const int64_t row0 = int64_t(blockIdx.y) * kRows, chunks = K / kChunk;
+  const int64_t row0 = int64_t(blockIdx.y) * kTileRows, chunks = K / kTileChunk;
   const int64_t c_begin = split * chunks / splits, count = (split + 1) * chunks / splits - c_begin;
 
-  // Copies: this thread moves piece tid % 8 of weight lines tid / 8 + 16 i, and x items tid + 128 i.
-  const int piece = tid % 8;
+  // This thread's weight lines tid / 8 + 16 i (tile_products).
   const W* src[8];
   bool live[8];
 #pragma unroll
@@ -67,56 +62,8 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const W* __restri
     const PartRow part = part_row(g, live[i] ? n : N - 1);  // rows past N read row N - 1, zero-filled
     src[i] = static_cast<const W*>(part.w) + ((live[i] ? n : N - 1) - part.first) * K;
   }
-  auto issue_w = [&](int64_t c, int st) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      cp_async16(w_stage(st) + swizzled(tid / 8 + 16 * i, piece), src[i] + c * kChunk + piece * 8, live[i]);
-  };
-  auto issue_x = [&](int64_t c, int st) {
-#pragma unroll
-    for (int i = 0; i < kN * 8 / kThreads; ++i) {
-      const int item = tid + kThreads * i, t = item / 8, p = item % 8;
-      cp_async16(x_stage(st) + swizzled(t, p), x + (t < T ? t * K + c * kChunk + p * 8 : 0), t < T);
-    }
-  };
-
-  // The first stages' weights before the previous kernel has finished (they are only read), x after.
-  for (int st = 0; st < kStages - 1; ++st)
-    if (st < count) issue_w(c_begin + st, st);
-  wait_for_previous();
-  allow_next();
-  for (int st = 0; st < kStages - 1; ++st)
-    if (st < count) issue_x(c_begin + st, st);
-  cp_async_commit();
-  for (int st = 1; st < kStages - 1; ++st) cp_async_commit();  // one group per stage from here on
-
   float acc[2][kN / 2];
-#pragma unroll
-  for (int m = 0; m < 2; ++m)
-#pragma unroll
-    for (int e = 0; e < kN / 2; ++e) acc[m][e] = 0.0f;
-  for (int64_t i = 0; i < count; ++i) {
-    const int st = int(i % kStages);
-    cp_async_wait<kStages - 2>();
-    fence_async_shared();
-    __syncthreads();  // stage st is in shared memory for the warpgroup; the stage refilled next is free
-    if (i + kStages - 1 < count) {
-      const int next = int((i + kStages - 1) % kStages);
-      issue_w(c_begin + i + kStages - 1, next);
-      issue_x(c_begin + i + kStages - 1, next);
-    }
-    cp_async_commit();
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kChunk / 16; ++kk) {  // 16 k = 32 bytes along each line
-      const uint64_t b = descriptor(x_stage(st) + kk * 32);
-      wgmma<W, kN>(acc[0], descriptor(w_stage(st) + kk * 32), b);
-      wgmma<W, kN>(acc[1], descriptor(w_stage(st) + 64 * 128 + kk * 32), b);
-    }
-    wgmma_commit();
-    wgmma_wait_all();
-  }
-  cp_async_wait<0>();
+  tile_products<W, kN, kStages>(smem, src, live, x, T, K, c_begin, count, acc);
   __syncthreads();  // every stage is idle: the sums take their place
 
   // This block's sums [128 rows][16 tokens]: accumulator e of tile m holds row 64 m + 16 warp +
@@ -138,8 +85,9 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const W* __restri
   const float* peer[kMaxSplits];
 #pragma unroll
   for (int q = 0; q < kMaxSplits; ++q) peer[q] = cluster.map_shared_rank(sums, q < splits ? q : 0);
-  const int r_begin = split * kRows / splits, rows = (split + 1) * kRows / splits - r_begin, groups = (T + 3) / 4;
-  for (int e = tid; e < rows * groups; e += kThreads) {
+  const int r_begin = split * kTileRows / splits, rows = (split + 1) * kTileRows / splits - r_begin;
+  const int groups = (T + 3) / 4;
+  for (int e = tid; e < rows * groups; e += kTileThreads) {
     const int r = r_begin + e % rows, t0 = 4 * (e / rows);
     const int64_t n = row0 + r;
     if (n >= N) continue;
@@ -166,7 +114,7 @@ __global__ void __launch_bounds__(kThreads) skinny_gemm_kernel(const W* __restri
 cudaLaunchConfig_t config(int splits, int64_t tiles, cudaStream_t s, cudaLaunchAttribute (&attrs)[2]) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(unsigned(splits), unsigned(tiles));
-  cfg.blockDim = dim3(kThreads);
+  cfg.blockDim = dim3(kTileThreads);
   cfg.dynamicSmemBytes = Layout::bytes;
   cfg.stream = s;
   attrs[0] = {};
@@ -197,7 +145,7 @@ void launch(const W* x, const StackedParts& g, int64_t T, int64_t K, cudaStream_
     }
     return r;
   }();
-  const int64_t N = g.rows_end[g.count - 1], tiles = (N + kRows - 1) / kRows, chunks = K / kChunk;
+  const int64_t N = g.rows_end[g.count - 1], tiles = (N + kTileRows - 1) / kTileRows, chunks = K / kTileChunk;
   // The most splits of each tile's k range whose clusters all fit in one wave.
   int splits = 1;
   for (int c = 2; c <= std::min<int64_t>(kMaxSplits, chunks); ++c)
@@ -211,7 +159,7 @@ void launch(const W* x, const StackedParts& g, int64_t T, int64_t K, cudaStream_
 
 bool skinny_gemm(const void* x, const StackedParts& g, DType dtype, DType out_dtype, int64_t T, int64_t K,
                  cudaStream_t s) {
-  bool ok = sm90a_runs() && T >= kSkinnyMinTokens && T <= kSkinnyMaxTokens && K % kChunk == 0 && K <= kMaxK &&
+  bool ok = sm90a_runs() && T >= kSkinnyMinTokens && T <= kSkinnyMaxTokens && K % kTileChunk == 0 && K <= kMaxK &&
             g.count >= 1 && g.count <= StackedParts::kMaxParts && g.rows_end[g.count - 1] <= kMaxRows &&
             aligned16(x) && (dtype == DType::BF16 || dtype == DType::F16) &&
             (out_dtype == DType::F32 || out_dtype == dtype);

@@ -1,5 +1,6 @@
 // Hopper's warpgroup matrix products (wgmma, sm_90a) over shared-memory tiles in the 128-byte
-// swizzled K-major layout, for the decode products (skinny_gemm.cu, narrow_gemm.cu).
+// swizzled K-major layout, and the tile the decode products share (skinny_gemm.cu,
+// narrow_gemm.cu).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -13,6 +14,16 @@
 #endif
 
 namespace tessera::cuda {
+
+// The decode products' tile: one warpgroup multiplies 128 weight rows (two 64-row wgmma tiles) by
+// kN token columns, k in 64-wide chunks. A ring stage holds one chunk: the 128 weight lines of 128
+// bytes, then the kN lines of x, each in the swizzled layout.
+constexpr int kTileRows = 128, kTileChunk = 64, kTileThreads = 128;
+template <int kN>
+struct TileStage {
+  static constexpr size_t w_bytes = size_t(kTileRows) * kTileChunk * 2;   // 16 KB
+  static constexpr size_t bytes = w_bytes + size_t(kN) * kTileChunk * 2;  // a multiple of the 1 KB swizzle atom
+};
 
 #ifdef TESSERA_WGMMA
 // The 16-byte piece p of line r (128 bytes) of a 128-byte-swizzled tile: pieces are permuted
@@ -76,6 +87,70 @@ TESSERA_WGMMA_64(__half, "f16")
 #undef TESSERA_WGMMA_32
 #undef TESSERA_WGMMA_64
 #undef TESSERA_F8
+
+// acc[m] = weight lines [64 m, 64 m + 64) of the tile · x's first T tokens (rows K apart), over k
+// chunks [c_begin, c_begin + count), streamed through a kStages-deep cp.async ring at smem (1 KB
+// aligned). Thread t copies piece t % 8 of weight lines t / 8 + 16 i from src[i] (zeros where
+// !live[i]) and x items t + 128 i. The first stages' weights are requested before the previous
+// kernel has finished (they are only read), x after. Returns with every copy landed; the block
+// must sync before it reuses the ring's memory.
+template <class W, int kN, int kStages>
+__device__ __forceinline__ void tile_products(unsigned char* smem, const W* const (&src)[8], const bool (&live)[8],
+                                              const W* x, int T, int64_t K, int64_t c_begin, int64_t count,
+                                              float (&acc)[2][kN / 2]) {
+  using S = TileStage<kN>;
+  auto w_stage = [&](int st) { return smem + st * S::bytes; };
+  auto x_stage = [&](int st) { return smem + st * S::bytes + S::w_bytes; };
+  const int tid = threadIdx.x, piece = tid % 8;
+  auto issue_w = [&](int64_t c, int st) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      cp_async16(w_stage(st) + swizzled(tid / 8 + 16 * i, piece), src[i] + c * kTileChunk + piece * 8, live[i]);
+  };
+  auto issue_x = [&](int64_t c, int st) {
+#pragma unroll
+    for (int i = 0; i < kN * 8 / kTileThreads; ++i) {
+      const int item = tid + kTileThreads * i, t = item / 8, p = item % 8;
+      cp_async16(x_stage(st) + swizzled(t, p), x + (t < T ? t * K + c * kTileChunk + p * 8 : 0), t < T);
+    }
+  };
+
+  for (int st = 0; st < kStages - 1; ++st)
+    if (st < count) issue_w(c_begin + st, st);
+  wait_for_previous();
+  allow_next();
+  for (int st = 0; st < kStages - 1; ++st)
+    if (st < count) issue_x(c_begin + st, st);
+  cp_async_commit();
+  for (int st = 1; st < kStages - 1; ++st) cp_async_commit();  // one group per stage from here on
+
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int e = 0; e < kN / 2; ++e) acc[m][e] = 0.0f;
+  for (int64_t i = 0; i < count; ++i) {
+    const int st = int(i % kStages);
+    cp_async_wait<kStages - 2>();
+    fence_async_shared();
+    __syncthreads();  // stage st is in shared memory for the warpgroup; the stage refilled next is free
+    if (i + kStages - 1 < count) {
+      const int next = int((i + kStages - 1) % kStages);
+      issue_w(c_begin + i + kStages - 1, next);
+      issue_x(c_begin + i + kStages - 1, next);
+    }
+    cp_async_commit();
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kTileChunk / 16; ++kk) {  // 16 k = 32 bytes along each line
+      const uint64_t b = descriptor(x_stage(st) + kk * 32);
+      wgmma<W, kN>(acc[0], descriptor(w_stage(st) + kk * 32), b);
+      wgmma<W, kN>(acc[1], descriptor(w_stage(st) + 64 * 128 + kk * 32), b);
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+  }
+  cp_async_wait<0>();
+}
 #endif
 
 }  // namespace tessera::cuda
