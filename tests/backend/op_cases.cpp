@@ -637,13 +637,15 @@ std::vector<OpCase> op_cases(const std::string& op) {
       for (int D : {67, 4096}) cases.push_back(add_rms_norm_case(out, 9, D, 0.0f, false, seed++, out));
   } else if (op == "linear_add_rms_norm") {
     // T 1-2: the GPU's GEMV; 9: its skinny product; 17-64: on Hopper its narrow product, k split
-    // into ranges the add sums (K = 1344: 21 chunks in 5 uneven ranges; N = 200: groups of 15-16 rows);
+    // into ranges the add sums (K = 1344: 21 chunks in 5 uneven ranges, at 24 tokens a range's odd
+    // chunk alone in the last two-chunk stage; N = 200: groups of 15-16 rows);
     // 24 with K = 264 (not a multiple of 64) and 130: cuBLASLt, where the GPU may split k (264:
     // not into 4 ranges of whole 16-byte pieces). 16-bit a from 3 tokens, as in the decoder.
     struct S { int T, K, N; };
     for (DType dt : kFloatTypes)
       for (const S& s : {S{1, 256, 128}, S{2, 256, 128}, S{9, 256, 128}, S{24, 2048, 384}, S{64, 2048, 384},
-                         S{64, 256, 128}, S{17, 1024, 200}, S{40, 1344, 256}, S{24, 264, 96}, S{130, 512, 128}}) {
+                         S{64, 256, 128}, S{17, 1024, 200}, S{40, 1344, 256}, S{24, 1344, 200}, S{24, 264, 96},
+                         S{130, 512, 128}}) {
         const DType a_dt = s.T > 2 ? dt : DType::F32;
         cases.push_back(linear_add_rms_norm_case(dt, a_dt, s.T, s.K, s.N, false, false, seed++));
         if (s.K == 256) cases.push_back(linear_add_rms_norm_case(dt, a_dt, s.T, s.K, s.N, true, s.T == 9, seed++));

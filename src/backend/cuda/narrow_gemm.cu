@@ -27,18 +27,22 @@ namespace tessera::cuda {
 namespace {
 
 constexpr int kMaxSplits = 8;
-// Ring stages. The plain form: six, one block an SM (121 KB at 32 tokens, 145 KB at 64), measured
-// on the H200 with 128-row tiles (bench_cuda, 8B, batch 32 / 64 tok/s, each beside six in one
-// run): six 6,176 / 10,046 against four (two blocks an SM) 5,975 / 9,656 and three 5,633 /
-// 9,078; six 6,131 / 9,960 against eight 6,085 / 9,911. The MLP form: four, two blocks an SM, so
-// that its row groups (at most 64 rows of gate and of up, which meet in one tile) cover an 8B's
-// F = 14,336 in one wave of blocks.
-template <bool kGlu>
-constexpr int kStagesFor = kGlu ? 4 : 6;
+// Ring stages, and chunks a stage. The plain form at 64 tokens: six stages of one chunk, one block
+// an SM (145 KB), measured on the H200 with 128-row tiles (bench_cuda, 8B, batch 32 / 64 tok/s,
+// each beside six in one run): six 6,176 / 10,046 against four (two blocks an SM) 5,975 / 9,656
+// and three 5,633 / 9,078; six 6,131 / 9,960 against eight 6,085 / 9,911. At 32 tokens: four
+// stages of two chunks (161 KB), a weight line's 256 bytes requested back to back: batch 24 / 32
+// +1.0-2.0% against six of one (two runs); at 64 tokens no gain. The MLP form: four of one, two
+// blocks an SM, so that its row groups (at most 64 rows of gate and of up, which meet in one tile)
+// cover an 8B's F = 14,336 in one wave of blocks.
+template <int kN, bool kGlu>
+constexpr int kChunksFor = !kGlu && kN == 32 ? 2 : 1;
+template <int kN, bool kGlu>
+constexpr int kStagesFor = kGlu || kChunksFor<kN, kGlu> == 2 ? 4 : 6;
 
 // Shared memory of the form's ring, + 1 KB for alignment.
 template <int kN, bool kGlu>
-constexpr size_t kSmemBytes = kStagesFor<kGlu> * TileStage<kN>::bytes + 1024;
+constexpr size_t kSmemBytes = kStagesFor<kN, kGlu> * TileStage<kN, kChunksFor<kN, kGlu>>::bytes + 1024;
 
 // Grid (splits, row groups). Plain form (kGlu false): block (q, g) multiplies row group g of w
 // [N, K] over k range q, into out + q T N ([T, N], f32). MLP form: w is gate [N, K] with up
@@ -71,7 +75,7 @@ __global__ void __launch_bounds__(kTileThreads)
     src[i] = w + (kGlu && l >= 64 ? N * K : 0) + (live[i] ? n : r0) * K;  // rows past r1 zero-filled
   }
   float acc[2][kN / 2];
-  tile_products<W, kN, kStagesFor<kGlu>>(smem, src, live, x, T, K, c_begin, count, acc);
+  tile_products<W, kN, kStagesFor<kN, kGlu>, kChunksFor<kN, kGlu>>(smem, src, live, x, T, K, c_begin, count, acc);
 
   // Accumulator e of tile m: tile line 16 warp + lane / 4 (+ 8 for e % 4 >= 2), token
   // 8 (e / 4) + 2 (lane % 4) (+ 1 for odd e).

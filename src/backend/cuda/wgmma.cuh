@@ -16,13 +16,15 @@
 namespace tessera::cuda {
 
 // The decode products' tile: one warpgroup multiplies 128 weight rows (two 64-row wgmma tiles) by
-// kN token columns, k in 64-wide chunks. A ring stage holds one chunk: the 128 weight lines of 128
-// bytes, then the kN lines of x, each in the swizzled layout.
+// kN token columns, k in 64-wide chunks. A ring stage holds kCps consecutive chunks: for each, the
+// 128 weight lines of 128 bytes; then for each, the kN lines of x; each in the swizzled layout.
 constexpr int kTileRows = 128, kTileChunk = 64, kTileThreads = 128;
-template <int kN>
+template <int kN, int kCps = 1>
 struct TileStage {
-  static constexpr size_t w_bytes = size_t(kTileRows) * kTileChunk * 2;   // 16 KB
-  static constexpr size_t bytes = w_bytes + size_t(kN) * kTileChunk * 2;  // a multiple of the 1 KB swizzle atom
+  static constexpr size_t w_chunk = size_t(kTileRows) * kTileChunk * 2;  // 16 KB
+  static constexpr size_t x_chunk = size_t(kN) * kTileChunk * 2;
+  static constexpr size_t w_bytes = kCps * w_chunk;
+  static constexpr size_t bytes = w_bytes + kCps * x_chunk;  // a multiple of the 1 KB swizzle atom
 };
 
 #ifdef TESSERA_WGMMA
@@ -90,37 +92,47 @@ TESSERA_WGMMA_64(__half, "f16")
 
 // acc[m] = weight lines [64 m, 64 m + 64) of the tile · x's first T tokens (rows K apart), over k
 // chunks [c_begin, c_begin + count), streamed through a kStages-deep cp.async ring at smem (1 KB
-// aligned). Thread t copies piece t % 8 of weight lines t / 8 + 16 i from src[i] (zeros where
-// !live[i]) and x items t + 128 i. The first stages' weights are requested before the previous
-// kernel has finished (they are only read), x after. Returns with every copy landed; the block
-// must sync before it reuses the ring's memory.
-template <class W, int kN, int kStages>
+// aligned) of kCps chunks a stage, the chunks past the range in the last one zero-filled. Thread t
+// copies piece t % 8 of weight lines t / 8 + 16 i from src[i] (zeros where !live[i]), a line's
+// chunks in a stage one after the other, and x items t + 128 i. The first stages' weights are
+// requested before the previous kernel has finished (they are only read), x after. Returns with
+// every copy landed; the block must sync before it reuses the ring's memory.
+template <class W, int kN, int kStages, int kCps = 1>
 __device__ __forceinline__ void tile_products(unsigned char* smem, const W* const (&src)[8], const bool (&live)[8],
                                               const W* x, int T, int64_t K, int64_t c_begin, int64_t count,
                                               float (&acc)[2][kN / 2]) {
-  using S = TileStage<kN>;
-  auto w_stage = [&](int st) { return smem + st * S::bytes; };
-  auto x_stage = [&](int st) { return smem + st * S::bytes + S::w_bytes; };
+  using S = TileStage<kN, kCps>;
+  auto w_stage = [&](int st, int j) { return smem + st * S::bytes + j * S::w_chunk; };
+  auto x_stage = [&](int st, int j) { return smem + st * S::bytes + S::w_bytes + j * S::x_chunk; };
   const int tid = threadIdx.x, piece = tid % 8;
-  auto issue_w = [&](int64_t c, int st) {
+  const int64_t stages = (count + kCps - 1) / kCps, c_end = c_begin + count;
+  // Whether chunk c of a stage lies in the range (always, one chunk a stage).
+  auto in_range = [&](int64_t c) { return kCps == 1 || c < c_end; };
+  auto issue_w = [&](int64_t c, int st) {  // the stage whose first chunk is c
 #pragma unroll
     for (int i = 0; i < 8; ++i)
-      cp_async16(w_stage(st) + swizzled(tid / 8 + 16 * i, piece), src[i] + c * kTileChunk + piece * 8, live[i]);
+#pragma unroll
+      for (int j = 0; j < kCps; ++j)
+        cp_async16(w_stage(st, j) + swizzled(tid / 8 + 16 * i, piece),
+                   src[i] + (in_range(c + j) ? c + j : c) * kTileChunk + piece * 8, live[i] && in_range(c + j));
   };
   auto issue_x = [&](int64_t c, int st) {
 #pragma unroll
-    for (int i = 0; i < kN * 8 / kTileThreads; ++i) {
-      const int item = tid + kTileThreads * i, t = item / 8, p = item % 8;
-      cp_async16(x_stage(st) + swizzled(t, p), x + (t < T ? t * K + c * kTileChunk + p * 8 : 0), t < T);
-    }
+    for (int j = 0; j < kCps; ++j)
+#pragma unroll
+      for (int i = 0; i < kN * 8 / kTileThreads; ++i) {
+        const int item = tid + kTileThreads * i, t = item / 8, p = item % 8;
+        const bool ok = t < T && in_range(c + j);
+        cp_async16(x_stage(st, j) + swizzled(t, p), x + (ok ? t * K + (c + j) * kTileChunk + p * 8 : 0), ok);
+      }
   };
 
   for (int st = 0; st < kStages - 1; ++st)
-    if (st < count) issue_w(c_begin + st, st);
+    if (st < stages) issue_w(c_begin + st * kCps, st);
   wait_for_previous();
   allow_next();
   for (int st = 0; st < kStages - 1; ++st)
-    if (st < count) issue_x(c_begin + st, st);
+    if (st < stages) issue_x(c_begin + st * kCps, st);
   cp_async_commit();
   for (int st = 1; st < kStages - 1; ++st) cp_async_commit();  // one group per stage from here on
 
@@ -128,24 +140,26 @@ __device__ __forceinline__ void tile_products(unsigned char* smem, const W* cons
   for (int m = 0; m < 2; ++m)
 #pragma unroll
     for (int e = 0; e < kN / 2; ++e) acc[m][e] = 0.0f;
-  for (int64_t i = 0; i < count; ++i) {
+  for (int64_t i = 0; i < stages; ++i) {
     const int st = int(i % kStages);
     cp_async_wait<kStages - 2>();
     fence_async_shared();
     __syncthreads();  // stage st is in shared memory for the warpgroup; the stage refilled next is free
-    if (i + kStages - 1 < count) {
+    if (i + kStages - 1 < stages) {
       const int next = int((i + kStages - 1) % kStages);
-      issue_w(c_begin + i + kStages - 1, next);
-      issue_x(c_begin + i + kStages - 1, next);
+      issue_w(c_begin + (i + kStages - 1) * kCps, next);
+      issue_x(c_begin + (i + kStages - 1) * kCps, next);
     }
     cp_async_commit();
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kTileChunk / 16; ++kk) {  // 16 k = 32 bytes along each line
-      const uint64_t b = descriptor(x_stage(st) + kk * 32);
-      wgmma<W, kN>(acc[0], descriptor(w_stage(st) + kk * 32), b);
-      wgmma<W, kN>(acc[1], descriptor(w_stage(st) + 64 * 128 + kk * 32), b);
-    }
+    for (int j = 0; j < kCps; ++j)
+#pragma unroll
+      for (int kk = 0; kk < kTileChunk / 16; ++kk) {  // 16 k = 32 bytes along each line
+        const uint64_t b = descriptor(x_stage(st, j) + kk * 32);
+        wgmma<W, kN>(acc[0], descriptor(w_stage(st, j) + kk * 32), b);
+        wgmma<W, kN>(acc[1], descriptor(w_stage(st, j) + 64 * 128 + kk * 32), b);
+      }
     wgmma_commit();
     wgmma_wait_all();
   }
