@@ -118,28 +118,24 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 // Whether p may be read or written 16 bytes at a time (the vector kernels' precondition).
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Whether the current device runs programmatic dependent launches (compute capability 9+).
-inline bool dependent_launch_supported() {
-  static const bool yes = [] {
-    int dev = 0, major = 0;
-    return cudaGetDevice(&dev) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+// The current device's compute capability (major, minor), read once; (0, 0) if none is usable.
+inline std::pair<int, int> compute_capability() {
+  static const std::pair<int, int> cc = [] {
+    int dev = 0, major = 0, minor = 0;
+    const bool ok = cudaGetDevice(&dev) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
+    return ok ? std::pair{major, minor} : std::pair{0, 0};
   }();
-  return yes;
+  return cc;
 }
+
+// Whether the current device runs programmatic dependent launches (compute capability 9+).
+inline bool dependent_launch_supported() { return compute_capability().first >= 9; }
 
 // Whether machine code built for sm_90a (wgmma.cuh's kernels) runs on the current device:
 // compute capability 9.0 only.
-inline bool sm90a_runs() {
-  static const bool yes = [] {
-    int dev = 0, major = 0, minor = 0;
-    return cudaGetDevice(&dev) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-           cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major == 9 &&
-           minor == 0;
-  }();
-  return yes;
-}
+inline bool sm90a_runs() { return compute_capability() == std::pair{9, 0}; }
 
 // kernel<<<grid, block, smem, s>>>(args...) as a programmatic dependent of the stream's previous
 // kernel where the device supports it; the kernel calls wait_for_previous() before it touches

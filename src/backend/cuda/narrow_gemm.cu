@@ -4,7 +4,7 @@
 // narrow q/k/v and o, the long down), and its split-k runs a reduction kernel of its own. Here:
 //  - outᵀ = w · xᵀ on the warpgroup tensor cores: a block of one warpgroup takes up to 128
 //    weight rows (two 64-row wgmma tiles) by 32 or 64 token columns, k in 64-wide chunks through
-//    a cp.async ring (skinny_gemm.cu's layout);
+//    a cp.async ring (skinny_gemm.cu's layout, two chunks a stage at 32 columns);
 //  - the rows are spread evenly over as many blocks as run at once, so that every SM streams
 //    as many bytes (128-row tiles left an 8B's q/k/v 96 blocks on 132 SMs, and a Qwen3-4B's
 //    gate/up 152);

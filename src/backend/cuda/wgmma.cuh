@@ -52,42 +52,34 @@ __device__ __forceinline__ void wgmma(float (&d)[kN / 2], uint64_t a, uint64_t b
 
 #define TESSERA_F8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
                       "+f"(d[i + 6]), "+f"(d[i + 7])
-#define TESSERA_WGMMA_16(T, PTX)                                                                           \
-  template <>                                                                                              \
-  __device__ __forceinline__ void wgmma<T, 16>(float (&d)[8], uint64_t a, uint64_t b) {                   \
-    asm volatile("wgmma.mma_async.sync.aligned.m64n16k16.f32." PTX "." PTX                                \
-                 " {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, 1, 1, 1, 0, 0;\n"                            \
-                 : TESSERA_F8(0)                                                                           \
-                 : "l"(a), "l"(b));                                                                        \
+// The specialisation for kN = N: the accumulators' operand numbers in the instruction (REGS, then
+// the descriptors' A and B), the accumulators as asm outputs after them.
+#define TESSERA_WGMMA_N(T, PTX, N, REGS, A, B, ...)                                                    \
+  template <>                                                                                          \
+  __device__ __forceinline__ void wgmma<T, N>(float (&d)[N / 2], uint64_t a, uint64_t b) {            \
+    asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX "." PTX " {" REGS "}, " A ", " \
+                 B ", 1, 1, 1, 0, 0;\n"                                                                \
+                 : __VA_ARGS__                                                                         \
+                 : "l"(a), "l"(b));                                                                    \
   }
-#define TESSERA_WGMMA_32(T, PTX)                                                                           \
-  template <>                                                                                              \
-  __device__ __forceinline__ void wgmma<T, 32>(float (&d)[16], uint64_t a, uint64_t b) {                  \
-    asm volatile("wgmma.mma_async.sync.aligned.m64n32k16.f32." PTX "." PTX                                \
-                 " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17,"     \
-                 " 1, 1, 1, 0, 0;\n"                                                                       \
-                 : TESSERA_F8(0), TESSERA_F8(8)                                                            \
-                 : "l"(a), "l"(b));                                                                        \
-  }
-#define TESSERA_WGMMA_64(T, PTX)                                                                           \
-  template <>                                                                                              \
-  __device__ __forceinline__ void wgmma<T, 64>(float (&d)[32], uint64_t a, uint64_t b) {                  \
-    asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32." PTX "." PTX                                \
-                 " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18," \
-                 " %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33,"           \
-                 " 1, 1, 1, 0, 0;\n"                                                                       \
-                 : TESSERA_F8(0), TESSERA_F8(8), TESSERA_F8(16), TESSERA_F8(24)                            \
-                 : "l"(a), "l"(b));                                                                        \
-  }
-TESSERA_WGMMA_16(__nv_bfloat16, "bf16")
-TESSERA_WGMMA_16(__half, "f16")
-TESSERA_WGMMA_32(__nv_bfloat16, "bf16")
-TESSERA_WGMMA_32(__half, "f16")
-TESSERA_WGMMA_64(__nv_bfloat16, "bf16")
-TESSERA_WGMMA_64(__half, "f16")
-#undef TESSERA_WGMMA_16
-#undef TESSERA_WGMMA_32
-#undef TESSERA_WGMMA_64
+#define TESSERA_R8(a, b, c, d, e, f, g, h) "%" #a ", %" #b ", %" #c ", %" #d ", %" #e ", %" #f ", %" #g ", %" #h
+#define TESSERA_R16 TESSERA_R8(0, 1, 2, 3, 4, 5, 6, 7)
+#define TESSERA_R32 TESSERA_R16 ", " TESSERA_R8(8, 9, 10, 11, 12, 13, 14, 15)
+#define TESSERA_R64 \
+  TESSERA_R32 ", " TESSERA_R8(16, 17, 18, 19, 20, 21, 22, 23) ", " TESSERA_R8(24, 25, 26, 27, 28, 29, 30, 31)
+#define TESSERA_WGMMA_FOR(T, PTX)                                                                  \
+  TESSERA_WGMMA_N(T, PTX, 16, TESSERA_R16, "%8", "%9", TESSERA_F8(0))                              \
+  TESSERA_WGMMA_N(T, PTX, 32, TESSERA_R32, "%16", "%17", TESSERA_F8(0), TESSERA_F8(8))             \
+  TESSERA_WGMMA_N(T, PTX, 64, TESSERA_R64, "%32", "%33", TESSERA_F8(0), TESSERA_F8(8), TESSERA_F8(16), \
+                  TESSERA_F8(24))
+TESSERA_WGMMA_FOR(__nv_bfloat16, "bf16")
+TESSERA_WGMMA_FOR(__half, "f16")
+#undef TESSERA_WGMMA_FOR
+#undef TESSERA_WGMMA_N
+#undef TESSERA_R8
+#undef TESSERA_R16
+#undef TESSERA_R32
+#undef TESSERA_R64
 #undef TESSERA_F8
 
 // acc[m] = weight lines [64 m, 64 m + 64) of the tile · x's first T tokens (rows K apart), over k
