@@ -79,7 +79,7 @@ struct Model {
   Tensor embed, norm, lm_head, inv_freq;
   std::vector<Layer> layers;
   std::vector<Tensor> k_cache, v_cache;
-  Tensor logits_host;  // page-locked, as the runner's
+  Tensor ids_host;  // page-locked, as the runner's
   int block_size = 16, num_blocks = 0;
 };
 
@@ -216,16 +216,17 @@ Tensor forward(Backend& be, Model& M, const StepInputs& in) {
   return logits;
 }
 
-// Reads the logits back into page-locked host memory, as the runner does (the step's one
-// synchronisation).
-void read_logits(Backend& be, Model& M, const Tensor& logits) {
-  if (!M.logits_host.defined() || M.logits_host.numel() < logits.numel())
-    M.logits_host = be.host_empty(DType::F32, {logits.numel()});
-  be.download(logits, M.logits_host.raw());
+// Draws each row's token greedily where the logits are and reads the ids back, as the runner
+// does for rows drawn on the GPU (the step's one synchronisation).
+void draw_greedy(Backend& be, Model& M, const Tensor& logits) {
+  Tensor ids = be.empty(DType::I32, {logits.dim(0)});
+  be.argmax_rows(logits, ids);
+  if (!M.ids_host.defined() || M.ids_host.numel() < ids.numel()) M.ids_host = be.host_empty(DType::I32, {ids.numel()});
+  be.download(ids, M.ids_host.raw());
 }
 
 void step(Backend& be, Model& M, int seqs, int new_tokens, int context) {
-  read_logits(be, M, forward(be, M, step_inputs(be, M, seqs, new_tokens, context)));
+  draw_greedy(be, M, forward(be, M, step_inputs(be, M, seqs, new_tokens, context)));
 }
 
 
@@ -458,7 +459,7 @@ double replayed_step_seconds(Backend& be, Model& M, int seqs, int context, int s
   std::unique_ptr<Recording> rec = be.record([&] { logits = forward(be, M, in); });
   return median_seconds(2, steps, [&] {
     be.replay(*rec);
-    read_logits(be, M, logits);
+    draw_greedy(be, M, logits);
   });
 }
 

@@ -30,6 +30,7 @@ struct Row {
   double prepare_ms = 0, enqueue_ms = 0, readback_ms = 0, schedule_ms = 0, sample_ms = 0, other_ms = 0;
   double median_ms = 0, max_ms = 0;  // of the decode steps
   double replayed = 0;               // fraction of the decode steps that replayed a CUDA graph
+  double ahead = 0;                  // fraction launched before the step before them was back
 };
 
 // first: other parameters for the first sequence (one client among many asking for logprobs).
@@ -79,6 +80,7 @@ Row run_batch(Engine& engine, int vocab, int batch, int prompt_len, int gen, con
   r.schedule_ms = (after.schedule - before.schedule) * per;
   r.sample_ms = (after.sample - before.sample) * per;
   r.replayed = decode_steps ? double(after.run.replayed - before.run.replayed) / decode_steps : 0.0;
+  r.ahead = decode_steps ? double(after.run.ahead - before.run.ahead) / decode_steps : 0.0;
   r.other_ms = r.step_ms - r.prepare_ms - r.enqueue_ms - r.readback_ms - r.schedule_ms - r.sample_ms;
   if (!step_s.empty()) {
     std::sort(step_s.begin(), step_s.end());
@@ -184,6 +186,17 @@ int run(int argc, char** argv) {
       if (std::count(batches.begin(), batches.end(), b))
         rows.push_back(run_batch(eager, vocab, b, prompt_len, gen, greedy, "greedy, eager"));
   }
+  {
+    // Each step launched only once the one before it is back: what launching ahead saves.
+    EngineConfig serial_cfg = cfg;
+    serial_cfg.overlap_steps = false;
+    serial_cfg.kv_cache_bytes = size_t(8) << 30;
+    serial_cfg.scheduler.max_num_seqs = 64;
+    Engine serial(*lm.model, *be, serial_cfg);
+    for (int b : {1, 32, 64})
+      if (std::count(batches.begin(), batches.end(), b))
+        rows.push_back(run_batch(serial, vocab, b, prompt_len, gen, greedy, "greedy, one by one"));
+  }
 
   std::mt19937 text_rng{7};
   std::vector<int32_t> text(2048);
@@ -196,13 +209,14 @@ int run(int argc, char** argv) {
     std::printf("%-6d %-20s %14.0f %14.1f %12.2f\n", r.batch, r.sampling.c_str(), r.prefill_tok_s, r.decode_tok_s,
                 r.step_ms);
   std::printf("\nwhere a decode step's time goes, ms: inputs built and uploaded, forward launched, waiting "
-              "for the results, scheduling, sampling, the rest\n");
-  std::printf("%-6s %-20s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "batch", "sampling", "prepare", "launch", "wait",
-              "schedule", "sample", "rest", "median", "slowest", "replayed");
+              "for the results, scheduling, sampling, the rest; steps that replayed a graph, and that were launched "
+              "ahead\n");
+  std::printf("%-6s %-20s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "batch", "sampling", "prepare", "launch",
+              "wait", "schedule", "sample", "rest", "median", "slowest", "replayed", "ahead");
   for (const Row& r : rows)
-    std::printf("%-6d %-20s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.0f%%\n", r.batch, r.sampling.c_str(),
-                r.prepare_ms, r.enqueue_ms, r.readback_ms, r.schedule_ms, r.sample_ms, r.other_ms, r.median_ms,
-                r.max_ms, 100 * r.replayed);
+    std::printf("%-6d %-20s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.0f%% %8.0f%%\n", r.batch,
+                r.sampling.c_str(), r.prepare_ms, r.enqueue_ms, r.readback_ms, r.schedule_ms, r.sample_ms, r.other_ms,
+                r.median_ms, r.max_ms, 100 * r.replayed, 100 * r.ahead);
   std::printf("\nscoring %zu tokens (perplexity): %.0f tok/s with logprobs where the logits are; %.0f tok/s "
               "reading the logits back to the host\n",
               text.size(), scored, host_scored);

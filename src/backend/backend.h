@@ -143,6 +143,19 @@ class Backend {
   // Host memory that download() fills fastest (page-locked for a GPU, so the copy is one DMA);
   // plain memory on the CPU.
   virtual Tensor host_empty(DType dtype, Shape shape) { return Tensor::empty(dtype, std::move(shape)); }
+  // download() without waiting: host_dst (host_empty() memory, src's size or more) is filled in
+  // the order of the backend's work, by the time wait_downloads() returns. Work enqueued after it
+  // is not waited for, so the host can read one step's results while the next one runs.
+  virtual void download_async(const Tensor& src, void* host_dst) { download(src, host_dst); }
+  // Waits for every download_async() so far.
+  virtual void wait_downloads() {}
+  // dst = src (both of this backend, the same size in bytes), in the order of the backend's work.
+  // The default serves backends that compute in host memory.
+  virtual void copy(const Tensor& src, Tensor& dst) {
+    TESSERA_CHECK(src.device() == Device::CPU && dst.device() == Device::CPU && src.nbytes() == dst.nbytes(),
+                  "copy: " + std::to_string(src.nbytes()) + " bytes into a tensor of " + std::to_string(dst.nbytes()));
+    std::memcpy(dst.raw(), src.raw(), src.nbytes());
+  }
   // Device memory now; what this backend has allocated and cached counts as used.
   virtual MemoryInfo memory_info() = 0;
   // The dtype in which linear() best takes its input (and writes an output that only feeds

@@ -45,7 +45,8 @@ Engine::Engine(Model& model, Backend& be, const EngineConfig& cfg)
       blocks_(cache_.num_blocks, cfg.block_size),
       scheduler_(cfg.scheduler, blocks_),
       runner_(model, be, cache_, /*replay=*/!cfg.enforce_eager),
-      draw_on_backend_(be.device() != Device::CPU) {
+      draw_on_backend_(be.device() != Device::CPU),
+      overlap_(cfg.overlap_steps.value_or(be.device() != Device::CPU)) {
   if (be.device() != Device::CPU) warm_up();
 }
 
@@ -120,23 +121,29 @@ std::vector<TokenOutput> Engine::step() {
   using Clock = std::chrono::steady_clock;
   auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   std::vector<TokenOutput> out;
-  auto t0 = Clock::now();
-  std::vector<ScheduledSeq> batch = scheduler_.schedule();
-  times_.schedule += seconds_since(t0);
-  if (batch.empty()) return out;
+  if (!launched_) {
+    auto t0 = Clock::now();
+    std::vector<ScheduledSeq> batch = scheduler_.schedule();
+    times_.schedule += seconds_since(t0);
+    if (batch.empty()) return out;
+    // The forward runs (on a GPU) while the host prepares the draws.
+    runner_.launch(batch);
+    launched_ = std::move(batch);
+  }
   ++times_.steps;
-  // The forward runs (on a GPU) while the host prepares the draws.
-  runner_.launch(batch);
+  const std::vector<ScheduledSeq> batch = std::move(*launched_);
+  launched_.reset();
   // Each row is drawn where it is cheapest: by the backend when it can (greedy anywhere; on a
   // GPU any sampling, with up to 20 logprobs), so only its id and logprobs come back; else on the
   // host from its logits. The draws are in the runner's row order: one per sequence whose
-  // pending tokens all get computed this step.
+  // pending tokens all get computed this step (and one per sequence of a step launched ahead,
+  // finished since or not).
   auto t = Clock::now();
   Draws draws;
   std::vector<Sequence*> sampled;
   for (const ScheduledSeq& b : batch) {
     Sequence& s = *b.seq;
-    if (s.num_computed_tokens + b.num_new_tokens != s.num_tokens()) continue;
+    if (s.status != SeqStatus::Finished && s.num_computed_tokens + b.num_new_tokens != s.num_tokens()) continue;
     const bool on_backend = is_plain_argmax(s.params) || (draw_on_backend_ && is_backend_drawable(s.params));
     if (!on_backend) draws.host_rows.push_back(int32_t(sampled.size()));
     draws.rows.push_back(on_backend ? backend_draw(s.params, s.rng) : RowSampling{});
@@ -161,10 +168,21 @@ std::vector<TokenOutput> Engine::step() {
     });
   for (const auto& e : edits) draws.edits.insert(draws.edits.end(), e.begin(), e.end());
   times_.sample += seconds_since(t);
-  StepLogits logits = runner_.finish(&draws);
+  runner_.draw(&draws);
+  // While the backend still computes this step, the next one goes in behind it where it is
+  // sure to be the same batch, so that the host's work between steps (this step's results, the
+  // caller's, the next launch) no longer leaves the GPU idle.
+  if (can_launch_next(batch, draws)) {
+    runner_.launch_next(batch);
+    launched_ = batch;
+  }
+  StepLogits logits = runner_.collect();
   auto t1 = Clock::now();
 
+  // A sequence that finished after this step was launched ahead (a stop token in the step
+  // before it, or an abort) drops its row.
   for (auto& b : batch) {
+    if (b.seq->status == SeqStatus::Finished) continue;
     b.seq->num_computed_tokens += b.num_new_tokens;
     blocks_.register_full_blocks(*b.seq);
   }
@@ -183,6 +201,7 @@ std::vector<TokenOutput> Engine::step() {
     for (int64_t h = h0; h < h1; ++h) {
       const size_t r = size_t(draws.host_rows[size_t(h)]);
       Sequence& s = *sampled[r];
+      if (s.status == SeqStatus::Finished) continue;
       results[r] = sample(logits.logits.data() + size_t(h) * size_t(logits.vocab), logits.vocab, s.params, s.tokens,
                           s.num_prompt_tokens, s.rng);
     }
@@ -190,6 +209,7 @@ std::vector<TokenOutput> Engine::step() {
   times_.sample += seconds_since(t1);
   for (size_t r = 0; r < rows; ++r) {
     Sequence& s = *batch[logits.seq_index[r]].seq;
+    if (s.status == SeqStatus::Finished) continue;
     SampleResult& res = results[r];
     s.tokens.push_back(res.token);
     FinishReason reason = FinishReason::None;
@@ -198,10 +218,32 @@ std::vector<TokenOutput> Engine::step() {
     if (reason != FinishReason::None) finish(s, reason);
     out.push_back({s.id, res.token, std::move(res), reason != FinishReason::None, reason});
   }
+  retired_.clear();  // a step launched ahead holds only running sequences
   return out;
 }
 
+// Whether the step after `batch` (drawn, its tokens not back yet) is known now: every running
+// sequence, each computing the one token this step draws for it, drawn on the backend with
+// nothing that depends on that token's value (penalties), and none finishing by length here. A
+// stop token is not known yet: such a sequence's row of the next step is dropped.
+bool Engine::can_launch_next(const std::vector<ScheduledSeq>& batch, const Draws& draws) {
+  if (!overlap_ || scheduler_.num_waiting() > 0 || int(batch.size()) != scheduler_.num_running() ||
+      !draws.host_rows.empty() || draws.rows.size() != batch.size())
+    return false;
+  for (const ScheduledSeq& b : batch) {
+    const Sequence& s = *b.seq;
+    if (s.status != SeqStatus::Running || b.num_new_tokens != 1 || s.num_computed_tokens + 1 != s.num_tokens() ||
+        has_penalties(s.params) || s.num_generated() + 1 >= s.max_tokens)
+      return false;
+  }
+  for (const ScheduledSeq& b : batch)  // what the scheduler's next step would take
+    if (!blocks_.ensure_capacity(*b.seq, b.seq->num_computed_tokens + 2)) return false;
+  return true;
+}
+
 std::vector<double> Engine::score(const std::vector<int32_t>& tokens) {
+  TESSERA_CHECK(!launched_, "score() runs between steps, not while a decode step is launched ahead (step() until "
+                            "has_work() is false)");
   TESSERA_CHECK(tokens.size() >= 2, "scoring needs at least two tokens");
   TESSERA_CHECK(int64_t(tokens.size()) <= max_model_len_, "text to score exceeds the context length");
   Sequence s;
@@ -236,6 +278,8 @@ void Engine::release(int64_t seq_id) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return;
   if (it->second->status != SeqStatus::Finished) finish(*it->second, FinishReason::Abort);
+  // A step launched ahead still reads it; kept until that step is done.
+  if (launched_) retired_.push_back(std::move(it->second));
   seqs_.erase(it);
 }
 

@@ -23,6 +23,9 @@ struct EngineConfig {
   DType kv_cache_dtype = DType::F32;
   int max_model_len = 0;            // 0: the model's max_position_embeddings
   bool enforce_eager = false;       // never replay recorded decode steps (runner/model_runner.h)
+  // Launch each decode step before the tokens of the one before it are back (Engine::step);
+  // unset: where the backend computes asynchronously (a GPU).
+  std::optional<bool> overlap_steps;
   SchedulerConfig scheduler;
 };
 
@@ -49,19 +52,21 @@ class Engine {
   // Validates and queues a request; throws tessera::Error on one that can never run
   // (empty prompt, a token id outside the vocabulary, prompt + max_tokens beyond the context).
   int64_t add_request(Request req);
-  // One scheduling step; returns the tokens produced in it.
+  // One scheduling step; returns the tokens produced in it. In a run of decode steps of the same
+  // sequences, it leaves the next step launched, computing on the backend while the caller
+  // handles these tokens.
   std::vector<TokenOutput> step();
   // Finishes a sequence now (client gone); its blocks are freed immediately.
   void abort(int64_t seq_id);
-  // Forgets a finished sequence.
+  // Forgets a finished sequence (aborting it first when it still runs).
   void release(int64_t seq_id);
 
   // Log-probability of each token of `tokens` given the ones before it (tokens.size() - 1
-  // values): scoring for perplexity and prompt logprobs. Runs between steps, in chunks of the
-  // step token budget, and leaves the prefix cache warm.
+  // values): scoring for perplexity and prompt logprobs. Runs between steps (not while one is
+  // launched ahead), in chunks of the step token budget, and leaves the prefix cache warm.
   std::vector<double> score(const std::vector<int32_t>& tokens);
 
-  bool has_work() const { return !scheduler_.empty(); }
+  bool has_work() const { return !scheduler_.empty() || launched_.has_value(); }
   const Sequence* sequence(int64_t seq_id) const;
   const BlockManager& blocks() const { return blocks_; }
   const Scheduler& scheduler() const { return scheduler_; }
@@ -84,6 +89,7 @@ class Engine {
  private:
   void finish(Sequence& s, FinishReason reason);
   void warm_up();
+  bool can_launch_next(const std::vector<ScheduledSeq>& batch, const Draws& draws);
 
   Model& model_;
   EngineConfig cfg_;
@@ -95,6 +101,9 @@ class Engine {
   Scheduler scheduler_;
   ModelRunner runner_;
   const bool draw_on_backend_;  // a GPU: sampling happens where the logits are when it can
+  const bool overlap_;          // EngineConfig::overlap_steps
+  std::optional<std::vector<ScheduledSeq>> launched_;  // a step launched, not yet drawn
+  std::vector<std::unique_ptr<Sequence>> retired_;     // released while launched_ held them
   StepTimes times_;
   std::unordered_map<int64_t, std::unique_ptr<Sequence>> seqs_;
   int64_t next_id_ = 1;

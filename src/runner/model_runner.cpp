@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 
 namespace tessera {
 namespace {
@@ -24,7 +25,10 @@ constexpr int kMinContextBucket = 128;
 }  // namespace
 
 struct ModelRunner::Replay {
-  Tensor host, inputs;  // the padded inputs: page-locked on the host, and where the recording reads them
+  // The padded inputs where the recording reads them, and two page-locked host buffers that
+  // consecutive replayed steps take in turn: a step launched ahead (launch_next) must not
+  // overwrite the inputs of the one before it, whose upload may still be waiting in the queue.
+  Tensor inputs, host[2];
   ForwardBatch fb;      // views of `inputs`
   std::unique_ptr<Recording> recording;
   Tensor logits;        // where the recording writes its logits
@@ -44,7 +48,7 @@ Tensor ModelRunner::upload_i32(const std::vector<int32_t>& v, Shape shape) {
 }
 
 ModelRunner::Inputs ModelRunner::flatten(const std::vector<ScheduledSeq>& batch, bool all_rows, int table_width,
-                                         StepLogits& out) const {
+                                         int ahead, StepLogits& out) const {
   const int bs = cache_.block_size;
   Inputs in;
   in.table_width = table_width;
@@ -53,15 +57,16 @@ ModelRunner::Inputs ModelRunner::flatten(const std::vector<ScheduledSeq>& batch,
   in.tables.assign(batch.size() * size_t(in.table_width), 0);
   for (size_t i = 0; i < batch.size(); ++i) {
     const Sequence& q = *batch[i].seq;
-    int begin = q.num_computed_tokens, end = begin + batch[i].num_new_tokens;
+    const int known = q.num_tokens() + ahead;  // tokens once the drawn step's are in
+    int begin = q.num_computed_tokens + ahead, end = begin + batch[i].num_new_tokens;
     for (int p = begin; p < end; ++p) {
       // Sampling needs the row after the last known token; scoring wants every row.
-      if (all_rows || (p == end - 1 && end == q.num_tokens())) {
+      if (all_rows || (p == end - 1 && end == known)) {
         in.rows.push_back(int32_t(in.ids.size()));
         out.seq_index.push_back(int(i));
         out.position.push_back(p);
       }
-      in.ids.push_back(q.tokens[p]);
+      in.ids.push_back(p < q.num_tokens() ? q.tokens[p] : 0);
       in.positions.push_back(p);
       in.slots.push_back(q.block_table[p / bs] * bs + p % bs);
     }
@@ -83,7 +88,7 @@ bool ModelRunner::replayable(const std::vector<ScheduledSeq>& batch, bool all_ro
   });
 }
 
-Tensor ModelRunner::forward(const Inputs& in) {
+Tensor ModelRunner::forward(const Inputs& in, const Tensor& ids) {
   ForwardBatch fb;
   fb.num_tokens = int(in.ids.size());
   fb.num_logits = int(in.rows.size());
@@ -100,17 +105,21 @@ Tensor ModelRunner::forward(const Inputs& in) {
   fb.attn.block_size = cache_.block_size;
   fb.attn.max_query_len = in.max_query;
   fb.attn.max_context_len = in.max_context;
+  if (ids.defined()) {
+    Tensor head = fb.token_ids.slice_rows(0, ids.numel());
+    be_.copy(ids, head);
+  }
   return model_.forward(fb, cache_);
 }
 
-Tensor ModelRunner::forward_replayed(Inputs in, int seqs, int context) {
+Tensor ModelRunner::forward_replayed(Inputs in, int seqs, int context, const Tensor& ids) {
   Replay& r = replays_[{seqs, context}];
   const int width = in.table_width;
   if (!r.inputs.defined()) {
     // One i32 buffer: ids, slots, logits rows, positions [seqs]; starts [seqs + 1]; context
     // lengths [seqs]; block tables [seqs, width].
     const int64_t total = 6 * int64_t(seqs) + 1 + int64_t(seqs) * width;
-    r.host = be_.host_empty(DType::I32, {total});
+    for (Tensor& h : r.host) h = be_.host_empty(DType::I32, {total});
     r.inputs = be_.empty(DType::I32, {total});
     int64_t at = 0;
     auto part = [&](int64_t n) {
@@ -134,10 +143,15 @@ Tensor ModelRunner::forward_replayed(Inputs in, int seqs, int context) {
     in.starts.push_back(i + 1), in.context_lens.push_back(0);
   }
   in.tables.resize(size_t(seqs) * size_t(width), 0);
-  int32_t* h = r.host.data<int32_t>();
+  Tensor& host = r.host[replayed_uploads_++ % 2];  // next written two steps on, after this one's results
+  int32_t* h = host.data<int32_t>();
   for (const auto* v : {&in.ids, &in.slots, &in.rows, &in.positions, &in.starts, &in.context_lens, &in.tables})
     h = std::copy(v->begin(), v->end(), h);
-  be_.upload_to(r.host, r.inputs);  // r.host is next written after this step's download
+  be_.upload_to(host, r.inputs);
+  if (ids.defined()) {
+    Tensor head = r.fb.token_ids.slice_rows(0, ids.numel());
+    be_.copy(ids, head);
+  }
 
   if (!r.recording && !r.failed && r.runs++ > 0) {
     try {
@@ -161,34 +175,59 @@ StepLogits ModelRunner::run(const std::vector<ScheduledSeq>& batch, bool all_row
   return finish(draws);
 }
 
-void ModelRunner::launch(const std::vector<ScheduledSeq>& batch, bool all_rows) {
+void ModelRunner::launch(const std::vector<ScheduledSeq>& batch, bool all_rows) { start(batch, all_rows, 0, Tensor()); }
+
+void ModelRunner::launch_next(const std::vector<ScheduledSeq>& batch) {
+  TESSERA_CHECK(drawn_.has_value() && drawn_->ids.defined() && !launched_.has_value(),
+                "runner: launch_next() needs a drawn step whose rows the backend drew, and none launched");
+  TESSERA_CHECK(drawn_->out.seq_index.size() == batch.size() && drawn_->host_logits == 0,
+                "runner: launch_next() follows a step of one drawn row per sequence");
+  start(batch, false, 1, drawn_->ids);
+  ++times_.ahead;
+}
+
+void ModelRunner::start(const std::vector<ScheduledSeq>& batch, bool all_rows, int ahead, const Tensor& ids) {
+  TESSERA_CHECK(!launched_.has_value(), "runner: a launched step was never drawn");
   auto t = Clock::now();
   StepLogits out;
   Tensor logits;
   if (replayable(batch, all_rows)) {
     int longest = 0;
-    for (auto& s : batch) longest = std::max(longest, s.seq->num_tokens());
+    for (auto& s : batch) longest = std::max(longest, s.seq->num_tokens() + ahead);
     const int seqs = int(std::bit_ceil(unsigned(batch.size())));
     const int context = int(std::bit_ceil(unsigned(std::max(longest, kMinContextBucket))));
     const int width = (context + cache_.block_size - 1) / cache_.block_size;
-    Inputs in = flatten(batch, false, width, out);
+    Inputs in = flatten(batch, false, width, ahead, out);
     lap(t, times_.prepare);
-    logits = forward_replayed(std::move(in), seqs, context).slice_rows(0, int64_t(batch.size()));
+    logits = forward_replayed(std::move(in), seqs, context, ids).slice_rows(0, int64_t(batch.size()));
   } else {
-    Inputs in = flatten(batch, all_rows, 0, out);
+    Inputs in = flatten(batch, all_rows, 0, ahead, out);
     lap(t, times_.prepare);
-    logits = forward(in);
+    logits = forward(in, ids);
   }
   lap(t, times_.enqueue);
   launched_ = Launched{logits, std::move(out)};
 }
 
 StepLogits ModelRunner::finish(const Draws* draws) {
-  TESSERA_CHECK(launched_.has_value(), "runner: finish() without a launched step");
+  draw(draws);
+  return collect();
+}
+
+void* ModelRunner::host_buffer(Tensor& buf, DType dtype, int64_t n) {
+  if (!buf.defined() || buf.numel() < n) buf = be_.host_empty(dtype, {std::max<int64_t>(n, 1)});
+  return buf.raw();
+}
+
+void ModelRunner::draw(const Draws* draws) {
+  TESSERA_CHECK(launched_.has_value(), "runner: draw() without a launched step");
+  TESSERA_CHECK(!drawn_.has_value(), "runner: a drawn step was never collected");
   auto t = Clock::now();
   Tensor logits = std::move(launched_->logits);
-  StepLogits out = std::move(launched_->out);
+  Drawn d;
+  d.out = std::move(launched_->out);
   launched_.reset();
+  StepLogits& out = d.out;
   const int num_logits = int(out.seq_index.size());
   out.vocab = model_.vocab_size();
   int64_t host_rows = num_logits;  // rows whose logits come back
@@ -200,51 +239,35 @@ StepLogits ModelRunner::finish(const Draws* draws) {
     out.ids.assign(size_t(num_logits), -1);
     if (host_rows < num_logits) {
       // The edits touch only the backend's rows, so the host's rows come back as the model made them.
-      Tensor ids = be_.empty(DType::I32, {num_logits});
-      std::vector<int32_t> lp_rows;  // the backend's rows that report logprobs
-      int top = 0;
+      d.ids = be_.empty(DType::I32, {num_logits});
       for (size_t r = 0; r < draws->logprobs.size(); ++r)
         if (draws->logprobs[r] >= 0 && !std::binary_search(draws->host_rows.begin(), draws->host_rows.end(), int32_t(r)))
-          lp_rows.push_back(int32_t(r)), top = std::max(top, draws->logprobs[r]);
-      top = std::min(top, out.vocab);
-      const int64_t nl = int64_t(lp_rows.size());
+          d.lp_rows.push_back(int32_t(r)), d.top = std::max(d.top, draws->logprobs[r]);
+      d.top = std::min(d.top, out.vocab);
+      const int64_t nl = int64_t(d.lp_rows.size());
       // Logprobs are of the model's own logits: where penalties edit such a row, a copy of the
       // logits before the edits gives them.
       Tensor lp_source = logits;
-      if (std::any_of(draws->edits.begin(), draws->edits.end(),
-                      [&](const LogitEdit& e) { return std::binary_search(lp_rows.begin(), lp_rows.end(), e.row); })) {
+      if (std::any_of(draws->edits.begin(), draws->edits.end(), [&](const LogitEdit& e) {
+            return std::binary_search(d.lp_rows.begin(), d.lp_rows.end(), e.row);
+          })) {
         std::vector<int32_t> all(static_cast<size_t>(num_logits));
         std::iota(all.begin(), all.end(), 0);
         lp_source = be_.empty(DType::F32, {num_logits, out.vocab});
         be_.gather_rows(logits, upload_i32(all, {num_logits}), lp_source);
       }
       if (!draws->edits.empty()) be_.edit_logits(logits, draws->edits);
-      const bool greedy = std::all_of(rows.begin(), rows.end(), [](const RowSampling& d) { return d.temperature <= 0; });
-      if (greedy) be_.argmax_rows(logits, ids);
-      else be_.sample_rows(logits, rows, ids);
-      Tensor lp, lp_ids;
+      const bool greedy = std::all_of(rows.begin(), rows.end(), [](const RowSampling& r) { return r.temperature <= 0; });
+      if (greedy) be_.argmax_rows(logits, d.ids);
+      else be_.sample_rows(logits, rows, d.ids);
+      be_.download_async(d.ids, host_buffer(ids_host_, DType::I32, num_logits));
       if (nl > 0) {
-        lp = be_.empty(DType::F32, {nl, 1 + top}), lp_ids = be_.empty(DType::I32, {nl, std::max(top, 1)});
-        be_.logprobs(lp_source, upload_i32(lp_rows, {nl}), ids, top, lp, lp_ids);
+        Tensor lp = be_.empty(DType::F32, {nl, 1 + d.top}), lp_ids = be_.empty(DType::I32, {nl, std::max(d.top, 1)});
+        be_.logprobs(lp_source, upload_i32(d.lp_rows, {nl}), d.ids, d.top, lp, lp_ids);
+        be_.download_async(lp, host_buffer(lp_host_, DType::F32, lp.numel()));
+        if (d.top > 0) be_.download_async(lp_ids, host_buffer(best_host_, DType::I32, lp_ids.numel()));
+        for (int32_t r : d.lp_rows) d.lp_counts.push_back(std::min(draws->logprobs[size_t(r)], d.top));
       }
-      lap(t, times_.enqueue);
-      be_.download(ids, out.ids.data());
-      if (nl > 0) {
-        std::vector<float> values(size_t(nl) * size_t(1 + top));
-        std::vector<int32_t> best(size_t(nl) * size_t(std::max(top, 1)));
-        be_.download(lp, values.data());
-        if (top > 0) be_.download(lp_ids, best.data());
-        out.token_logprob.assign(size_t(num_logits), 0.0f);
-        out.top_logprobs.resize(size_t(num_logits));
-        for (int64_t i = 0; i < nl; ++i) {
-          const size_t r = size_t(lp_rows[size_t(i)]);
-          const float* v = values.data() + i * (1 + top);
-          out.token_logprob[r] = v[0];
-          for (int k = 0; k < std::min(draws->logprobs[r], top); ++k)
-            out.top_logprobs[r].emplace_back(best[size_t(i * top + k)], v[1 + k]);
-        }
-      }
-      lap(t, times_.readback);
     }
     if (host_rows > 0 && host_rows < num_logits) {
       Tensor picked = be_.empty(DType::F32, {host_rows, out.vocab});
@@ -252,15 +275,35 @@ StepLogits ModelRunner::finish(const Draws* draws) {
       logits = picked;
     }
   }
-  const int64_t n = host_rows * out.vocab;
-  if (n > 0) {
-    if (!logits_host_.defined() || logits_host_.numel() < n) logits_host_ = be_.host_empty(DType::F32, {n});
-    lap(t, times_.enqueue);
-    be_.download(logits, logits_host_.raw());
-    lap(t, times_.readback);
+  d.host_logits = host_rows * out.vocab;
+  if (d.host_logits > 0) be_.download_async(logits, host_buffer(logits_host_, DType::F32, d.host_logits));
+  lap(t, times_.enqueue);
+  drawn_ = std::move(d);
+}
+
+StepLogits ModelRunner::collect() {
+  TESSERA_CHECK(drawn_.has_value(), "runner: collect() without a drawn step");
+  auto t = Clock::now();
+  Drawn d = std::move(*drawn_);
+  drawn_.reset();
+  be_.wait_downloads();
+  StepLogits& out = d.out;
+  if (d.ids.defined()) std::copy_n(ids_host_.data<int32_t>(), out.ids.size(), out.ids.begin());
+  if (!d.lp_rows.empty()) {
+    const int top = d.top;
+    out.token_logprob.assign(out.ids.size(), 0.0f);
+    out.top_logprobs.resize(out.ids.size());
+    for (size_t i = 0; i < d.lp_rows.size(); ++i) {
+      const size_t r = size_t(d.lp_rows[i]);
+      const float* v = lp_host_.data<float>() + i * size_t(1 + top);
+      const int32_t* best = top > 0 ? best_host_.data<int32_t>() + i * size_t(top) : nullptr;
+      out.token_logprob[r] = v[0];
+      for (int k = 0; k < d.lp_counts[i]; ++k) out.top_logprobs[r].emplace_back(best[k], v[1 + k]);
+    }
   }
-  out.logits = {logits_host_.defined() ? logits_host_.data<float>() : nullptr, size_t(n)};
-  return out;
+  out.logits = {d.host_logits > 0 ? logits_host_.data<float>() : nullptr, size_t(d.host_logits)};
+  lap(t, times_.readback);
+  return std::move(out);
 }
 
 std::vector<float> ModelRunner::score(const std::vector<ScheduledSeq>& batch) {

@@ -25,7 +25,7 @@ namespace tessera {
 struct StepLogits {
   std::vector<int> seq_index;  // index into the scheduled batch of each logits row
   std::vector<int> position;   // position in its sequence of the token each row follows
-  // [rows, vocab] row-major, host memory valid until the next run; with draws, only the rows of
+  // [rows, vocab] row-major, host memory valid until the next draw; with draws, only the rows of
   // Draws::host_rows, in that order.
   std::span<const float> logits;
   std::vector<int32_t> ids;  // with draws: [rows] the backend's chosen tokens (-1 in the host's rows)
@@ -54,6 +54,7 @@ struct RunTimes {
   double enqueue = 0;   // the forward's ops handed to the backend (a GPU's launches)
   double readback = 0;  // from the last launch until the logits or ids are on the host
   int64_t replayed = 0; // steps that replayed a recording
+  int64_t ahead = 0;    // steps launched before the results of the one before them were back
 };
 
 class ModelRunner {
@@ -66,11 +67,20 @@ class ModelRunner {
   // are (argmax_rows when every row is greedy, else sample_rows) and only the ids come back (on a
   // GPU, 4 bytes a row instead of the vocabulary's logits), besides the logits of the host's rows.
   StepLogits run(const std::vector<ScheduledSeq>& batch, bool all_rows = false, const Draws* draws = nullptr);
-  // run() in two halves, so that the host can prepare a step's draws while the backend computes
-  // its forward: launch() enqueues the forward, finish() draws and reads back. One step at a
-  // time: a launch replaces a launched step that was never finished.
+  // run() in halves, so that the host can prepare a step's draws while the backend computes its
+  // forward, and read a step's results while the backend computes the next: launch() enqueues
+  // the forward, draw() its draws and their copies to the host, collect() waits for those.
+  // finish() is draw() then collect(). One step launched and one drawn at a time.
   void launch(const std::vector<ScheduledSeq>& batch, bool all_rows = false);
   StepLogits finish(const Draws* draws = nullptr);
+  void draw(const Draws* draws = nullptr);
+  StepLogits collect();
+  // Launches the decode step after the drawn one before its results are back: each sequence of
+  // `batch` (the drawn step's, each computing its newest token) computes the token that step
+  // drew for it, which goes from the draw's ids to this step's inputs on the backend. The drawn
+  // step must have drawn every row on the backend; the caller has made room in the KV cache for
+  // one more token of each sequence.
+  void launch_next(const std::vector<ScheduledSeq>& batch);
   // Scoring a text: the log-probability of each sequence's next token after every new token of
   // the step (the sequences' tokens reach past them), computed where the logits are.
   std::vector<float> score(const std::vector<ScheduledSeq>& batch);
@@ -88,26 +98,45 @@ class ModelRunner {
   };
   struct Replay;
 
-  // Flattens the batch; block tables `table_width` wide (0: the widest table's).
-  Inputs flatten(const std::vector<ScheduledSeq>& batch, bool all_rows, int table_width, StepLogits& out) const;
+  // Flattens the batch; block tables `table_width` wide (0: the widest table's). ahead = 1: each
+  // sequence's tokens start one past its computed ones, at the token not yet on the host (its id
+  // left 0 here, for launch_next to fill in).
+  Inputs flatten(const std::vector<ScheduledSeq>& batch, bool all_rows, int table_width, int ahead,
+                 StepLogits& out) const;
   bool replayable(const std::vector<ScheduledSeq>& batch, bool all_rows) const;
-  Tensor forward(const Inputs& in);
+  // Enqueues the forward of the batch; a defined `ids` replaces its first token ids on the backend.
+  void start(const std::vector<ScheduledSeq>& batch, bool all_rows, int ahead, const Tensor& ids);
+  Tensor forward(const Inputs& in, const Tensor& ids);
   // The decode step's logits for its batch padded to `seqs` rows.
-  Tensor forward_replayed(Inputs in, int seqs, int context);
+  Tensor forward_replayed(Inputs in, int seqs, int context, const Tensor& ids);
   Tensor upload_i32(const std::vector<int32_t>& v, Shape shape);
+  // A page-locked host buffer of at least n elements, grown as needed.
+  void* host_buffer(Tensor& buf, DType dtype, int64_t n);
 
   Model& model_;
   Backend& be_;
   KvCache& cache_;
   const bool replay_;
   std::map<std::pair<int, int>, Replay> replays_;  // by (padded batch, context bucket)
-  Tensor logits_host_;  // reused across steps: page-locked on a GPU, grown as needed
-  // Between launch() and finish(): the forward's logits and the rows' bookkeeping.
+  // Where a drawn step's results come back, reused across steps (page-locked on a GPU).
+  Tensor logits_host_, ids_host_, lp_host_, best_host_;
+  int64_t replayed_uploads_ = 0;  // picks each replayed step's host input buffer (Replay::host)
+  // Between launch() and draw(): the forward's logits and the rows' bookkeeping.
   struct Launched {
     Tensor logits;
     StepLogits out;
   };
   std::optional<Launched> launched_;
+  // Between draw() and collect(): what comes back, and the chosen ids on the backend.
+  struct Drawn {
+    StepLogits out;
+    Tensor ids;                   // [rows] i32, when the backend drew
+    std::vector<int32_t> lp_rows;  // the backend's rows that report logprobs
+    std::vector<int> lp_counts;    // how many of the top `top` each of them lists
+    int top = 0;
+    int64_t host_logits = 0;      // elements of logits coming back
+  };
+  std::optional<Drawn> drawn_;
   RunTimes times_;
 };
 

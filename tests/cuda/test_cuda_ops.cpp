@@ -519,5 +519,28 @@ TEST(CudaOps, GatherRows) {
   }
 }
 
+// copy and download_async keep the order of the stream: a copy reads what the kernel before it
+// wrote, and a download enqueued behind it has its values once wait_downloads returns.
+TEST(CudaOps, CopyAndDownloadAsync) {
+  TESSERA_REQUIRE_CUDA(be);
+  std::mt19937 rng(9);
+  for (int64_t n : {1, 7, 4096, 1 << 20}) {
+    Tensor x = random_host(DType::F32, {n}, 1.0f, rng), y = random_host(DType::F32, {n}, 1.0f, rng);
+    Tensor want = Tensor::empty(DType::F32, {n});
+    reference().add(x, y, want);
+    Tensor sum = poisoned(*be, {n}), copied = poisoned(*be, {n});
+    be->add(be->upload(x), be->upload(y), sum);
+    be->copy(sum, copied);
+    Tensor host = be->host_empty(DType::F32, {n});
+    std::fill_n(host.data<float>(), n, std::nanf(""));
+    be->download_async(copied, host.raw());
+    be->wait_downloads();
+    std::vector<float> got(host.data<float>(), host.data<float>() + n);
+    expect_close("copy + download_async", fmt("n%lld", (long long)n), got, host_values(want), 0.0);
+  }
+  Tensor a = be->empty(DType::I32, {4}), b = be->empty(DType::F32, {2});
+  EXPECT_THROW(be->copy(a, b), Error);
+}
+
 }  // namespace
 }  // namespace tessera

@@ -152,3 +152,119 @@ TEST(Replay, CpuBackendRunsStepsAsTheyCome) {
 }
 
 }  // namespace
+
+// Decode steps launched ahead (EngineConfig::overlap_steps, Engine::step) must give each request
+// the tokens and finish it as steps launched one after another do: requests that stop at a
+// token (their next step, already launched, drops their row), one aborted while a step holding
+// it is launched, one arriving mid-run, and the rest finishing by length.
+struct Finished {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<FinishReason> reasons;
+  int64_t ahead = 0, steps = 0;
+};
+
+Finished generate_overlapped(Backend& be, bool overlap, bool enforce_eager, const std::vector<int32_t>& stop_ids) {
+  LoadedModel m = load_model(fixtures_dir() / "models" / "llama", be);
+  const int V = m.model->vocab_size();
+  EngineConfig ec;
+  ec.num_blocks = 160;
+  ec.enforce_eager = enforce_eager;
+  ec.overlap_steps = overlap;
+  Engine engine(*m.model, be, ec);
+  const std::vector<int> prompt_lens = {110, 7, 35, 19, 120, 3}, max_tokens = {30, 14, 25, 17, 12, 24};
+  Finished f;
+  f.tokens.resize(prompt_lens.size());
+  f.reasons.assign(prompt_lens.size(), FinishReason::None);
+  std::vector<int64_t> ids(prompt_lens.size(), -1);
+  auto add = [&](size_t i) {
+    Request r;
+    for (int t = 0; t < prompt_lens[i]; ++t) r.prompt.push_back(int32_t((t * 37 + int(i) * 11 + 1) % V));
+    r.max_tokens = max_tokens[i];
+    r.params.temperature = 0.0f;
+    if (stop_ids[i] >= 0) r.stop_token_ids = {stop_ids[i]};
+    ids[i] = engine.add_request(r);
+  };
+  for (size_t i = 0; i + 1 < prompt_lens.size(); ++i) add(i);
+  for (int step = 0; engine.has_work(); ++step) {
+    for (const TokenOutput& o : engine.step()) {
+      const size_t i = size_t(std::find(ids.begin(), ids.end(), o.seq_id) - ids.begin());
+      f.tokens[i].push_back(o.token);
+      if (o.finished) f.reasons[i] = o.finish_reason, engine.release(o.seq_id);
+    }
+    if (step == 6) add(prompt_lens.size() - 1);
+    if (step == 9 && f.reasons[3] == FinishReason::None) {
+      engine.release(ids[3]);  // a client gone: aborted, its blocks freed
+      f.reasons[3] = FinishReason::Abort;
+    }
+  }
+  f.ahead = engine.step_times().run.ahead;
+  f.steps = engine.step_times().steps;
+  return f;
+}
+
+void expect_same_generations(Backend& a, Backend& b, bool enforce_eager) {
+  // Stop tokens that some requests meet mid-run: what they generate at their 4th and 9th tokens.
+  const std::vector<int32_t> none(6, -1);
+  const Finished plain = generate_overlapped(a, false, enforce_eager, none);
+  std::vector<int32_t> stops = none;
+  stops[0] = plain.tokens[0][3], stops[2] = plain.tokens[2][8];
+  const Finished want = generate_overlapped(a, false, enforce_eager, stops);
+  const Finished got = generate_overlapped(b, true, enforce_eager, stops);
+  EXPECT_EQ(want.ahead, 0);
+  EXPECT_GT(got.ahead, 10);
+  EXPECT_EQ(want.reasons[0], FinishReason::Stop);
+  EXPECT_EQ(want.reasons[2], FinishReason::Stop);
+  EXPECT_EQ(want.reasons[3], FinishReason::Abort);
+  EXPECT_EQ(want.reasons[1], FinishReason::Length);
+  for (size_t i = 0; i < want.tokens.size(); ++i) {
+    EXPECT_EQ(got.tokens[i], want.tokens[i]) << "request " << i;
+    EXPECT_EQ(got.reasons[i], want.reasons[i]) << "request " << i;
+  }
+}
+
+TEST(Replay, StepsLaunchedAheadGiveTheSameTokens) {
+  RecordingCpu a, b;
+  expect_same_generations(a, b, /*enforce_eager=*/false);
+  EXPECT_GT(b.replays, 10);
+}
+
+TEST(Replay, StepsLaunchedAheadGiveTheSameTokensUnrecorded) {
+  auto a = make_cpu_backend({.reference = true}), b = make_cpu_backend({.reference = true});
+  expect_same_generations(*a, *b, /*enforce_eager=*/true);
+}
+
+// A step launched ahead whose every sequence then stops leaves work to drain (has_work), whose
+// step returns no tokens; the engine then takes new requests as usual.
+TEST(Replay, AStepLaunchedAheadForSequencesThatAllStopIsDrained) {
+  auto be = make_cpu_backend({.reference = true});
+  LoadedModel m = load_model(fixtures_dir() / "models" / "llama", *be);
+  EngineConfig ec;
+  ec.num_blocks = 64;
+  ec.overlap_steps = true;
+  Engine engine(*m.model, *be, ec);
+  auto run = [&](std::vector<int32_t> stop) {
+    Request r;
+    r.prompt = {5, 9, 2, 7};
+    r.max_tokens = 12;
+    r.params.temperature = 0.0f;
+    r.stop_token_ids = std::move(stop);
+    const int64_t id = engine.add_request(r);
+    std::vector<int32_t> got;
+    int empty_steps = 0;
+    while (engine.has_work()) {
+      std::vector<TokenOutput> outs = engine.step();
+      empty_steps += outs.empty();
+      for (const TokenOutput& o : outs) got.push_back(o.token);
+    }
+    engine.release(id);
+    return std::make_pair(got, empty_steps);
+  };
+  const auto [all, none_empty] = run({});
+  ASSERT_EQ(all.size(), 12u);
+  EXPECT_EQ(none_empty, 0);
+  const auto [stopped, drained] = run({all[4]});
+  const size_t first = size_t(std::find(all.begin(), all.end(), all[4]) - all.begin());
+  EXPECT_EQ(stopped, std::vector<int32_t>(all.begin(), all.begin() + long(first) + 1));
+  EXPECT_EQ(drained, 1);  // the step launched after the stop token's
+  EXPECT_EQ(run({}).first, all);
+}

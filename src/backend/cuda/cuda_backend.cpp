@@ -117,6 +117,7 @@ class CudaBackend final : public Backend {
     sm_count_ = prop.multiProcessorCount;
     smem_optin_ = prop.sharedMemPerBlockOptin;
     TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    TESSERA_CUDA_CHECK(cudaEventCreateWithFlags(&downloaded_, cudaEventDisableTiming));
     alloc_ = std::make_shared<DeviceAllocator>();
     recording_alloc_ = std::make_shared<DeviceAllocator>(/*keep_blocks=*/true);
     gemm_ = std::make_unique<cuda::Gemm>(stream_);
@@ -124,6 +125,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
     gemm_.reset();
+    cudaEventDestroy(downloaded_);
     cudaStreamDestroy(stream_);
   }
 
@@ -189,6 +191,22 @@ class CudaBackend final : public Backend {
     require_device(src, "download", "source");
     TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src.raw(), src.nbytes(), cudaMemcpyDeviceToHost, stream_));
     TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void download_async(const Tensor& src, void* dst) override {
+    require_device(src, "download_async", "source");
+    TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src.raw(), src.nbytes(), cudaMemcpyDeviceToHost, stream_));
+    TESSERA_CUDA_CHECK(cudaEventRecord(downloaded_, stream_));
+  }
+
+  void wait_downloads() override { TESSERA_CUDA_CHECK(cudaEventSynchronize(downloaded_)); }
+
+  void copy(const Tensor& src, Tensor& dst) override {
+    require_device(src, "copy", "source");
+    require_device(dst, "copy", "destination");
+    TESSERA_CHECK(dst.nbytes() == src.nbytes(), "copy: " + std::to_string(src.nbytes()) + " bytes into a tensor of " +
+                                                    std::to_string(dst.nbytes()));
+    TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDeviceToDevice, stream_));
   }
 
   void upload_to(const Tensor& host, Tensor& dst) override {
@@ -683,6 +701,7 @@ class CudaBackend final : public Backend {
   int sm_count_ = 1;
   size_t smem_optin_ = 0;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t downloaded_ = nullptr;  // recorded after each download_async
   std::shared_ptr<DeviceAllocator> alloc_;
   std::shared_ptr<DeviceAllocator> recording_alloc_;  // what ops allocate while recording
   bool recording_ = false;
