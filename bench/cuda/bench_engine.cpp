@@ -25,6 +25,10 @@ struct Row {
   int batch = 0;
   std::string sampling;
   double prefill_tok_s = 0, decode_tok_s = 0, step_ms = 0;
+  // Over the decode steps in which every one of the N sequences decodes: N in lockstep, as
+  // llama.cpp's batched-bench times its generation (its prompts all prefilled first). The other
+  // decode steps are the tail of the sequences that started later (the prompts go in chunks).
+  double lockstep_tok_s = 0;
   // Per decode step, ms: the runner's input building + uploads, its launches, the wait for the
   // results; scheduling; sampling; the rest of the step.
   double prepare_ms = 0, enqueue_ms = 0, readback_ms = 0, schedule_ms = 0, sample_ms = 0, other_ms = 0;
@@ -53,16 +57,19 @@ Row run_batch(Engine& engine, int vocab, int batch, int prompt_len, int gen, con
     return std::all_of(ids.begin(), ids.end(), [&](int64_t id) { return engine.sequence(id)->num_generated() > 0; });
   };
   auto t0 = Clock::now();
-  int decode_tokens = 0, decode_steps = 0;
+  int decode_tokens = 0, decode_steps = 0, lockstep_tokens = 0;
+  double lockstep_s = 0;
   while (!all_started()) engine.step();
   auto t1 = Clock::now();
   const Engine::StepTimes before = engine.step_times();
   std::vector<double> step_s;
   while (engine.has_work()) {
     auto ts = Clock::now();
-    decode_tokens += int(engine.step().size());
+    const int n = int(engine.step().size());
     step_s.push_back(std::chrono::duration<double>(Clock::now() - ts).count());
+    decode_tokens += n;
     ++decode_steps;
+    if (n == batch) lockstep_tokens += n, lockstep_s += step_s.back();
   }
   auto t2 = Clock::now();
   const Engine::StepTimes after = engine.step_times();
@@ -73,6 +80,7 @@ Row run_batch(Engine& engine, int vocab, int batch, int prompt_len, int gen, con
   Row r;
   r.batch = batch, r.sampling = label;
   r.prefill_tok_s = double(batch) * prompt_len / prefill_s, r.decode_tok_s = decode_tokens / decode_s;
+  r.lockstep_tok_s = lockstep_s > 0 ? lockstep_tokens / lockstep_s : 0.0;
   r.step_ms = decode_s * per;
   r.prepare_ms = (after.run.prepare - before.run.prepare) * per;
   r.enqueue_ms = (after.run.enqueue - before.run.enqueue) * per;
@@ -204,10 +212,13 @@ int run(int argc, char** argv) {
   const double scored = score_tok_s(engine, text);
   const double host_scored = host_score_tok_s(*lm.model, *be, text);
 
-  std::printf("\n%-6s %-20s %14s %14s %12s\n", "batch", "sampling", "prefill tok/s", "decode tok/s", "ms / step");
+  std::printf("\n%-6s %-20s %14s %14s %14s %12s\n", "batch", "sampling", "prefill tok/s", "decode tok/s",
+              "all N at once", "ms / step");
   for (const Row& r : rows)
-    std::printf("%-6d %-20s %14.0f %14.1f %12.2f\n", r.batch, r.sampling.c_str(), r.prefill_tok_s, r.decode_tok_s,
-                r.step_ms);
+    std::printf("%-6d %-20s %14.0f %14.1f %14.1f %12.2f\n", r.batch, r.sampling.c_str(), r.prefill_tok_s,
+                r.decode_tok_s, r.lockstep_tok_s, r.step_ms);
+  std::printf("(decode tok/s: every decode step; all N at once: the steps in which all N sequences decode, as "
+              "llama.cpp's batched-bench times them)\n");
   std::printf("\nwhere a decode step's time goes, ms: inputs built and uploaded, forward launched, waiting "
               "for the results, scheduling, sampling, the rest; steps that replayed a graph, and that were launched "
               "ahead\n");

@@ -582,7 +582,9 @@ class CudaBackend final : public Backend {
     const int64_t N = x.dim(-1), R = N ? x.numel() / N : 0;
     TESSERA_CHECK(N > 0 && out.numel() == R, "argmax_rows: " + shape_str(x.shape()) + " into " +
                                                  shape_str(out.shape()));
-    cuda::argmax_rows(ptr(x), R, N, ptr<int32_t>(out), stream_);
+    const int splits = cuda::argmax_splits(R, N, sm_count_);
+    Tensor scratch = empty(DType::F32, {2 * R * splits});
+    cuda::argmax_rows(ptr(x), R, N, splits, ptr(scratch), ptr<int32_t>(out), stream_);
   }
 
   void sample_rows(const Tensor& x, const std::vector<RowSampling>& rows, Tensor& out) override {

@@ -64,8 +64,10 @@ bool glu_rows(Glu act, const void* gate, const void* up, DType in_dtype, int64_t
 // x[n] (f32) = cap * tanh(x / cap)
 void softcap(float* x, int64_t n, float cap, cudaStream_t s);
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s);
-// out[r] = the first column of row r's maximum, x [R, N].
-void argmax_rows(const float* x, int64_t R, int64_t N, int32_t* out, cudaStream_t s);
+// out[r] = the first column of row r's maximum, x [R, N], each row's columns in `splits` ranges
+// (argmax_splits: so that a few rows still fill the GPU); scratch holds 2 R splits floats.
+int argmax_splits(int64_t R, int64_t N, int sm_count);
+void argmax_rows(const float* x, int64_t R, int64_t N, int splits, float* scratch, int32_t* out, cudaStream_t s);
 // backend.h's edit_logits() of x [R, V] with n edits (device memory), one thread each.
 void edit_logits(float* x, int64_t V, const LogitEdit* edits, int64_t n, cudaStream_t s);
 // backend.h's logprobs() for the n rows listed in rows (device memory) of x [R, V]; a row or
