@@ -3,6 +3,7 @@
 // detokenized text.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "engine/async_engine.h"
@@ -20,10 +21,12 @@ constexpr auto kWait = std::chrono::milliseconds(100);
 
 struct Fixture {
   test::TestModel m = test::load_test_model(test::fixtures_dir() / "models" / "llama");
+  bool overlap = false;  // decode steps launched ahead, as on a GPU (EngineConfig::overlap_steps)
   EngineConfig cfg() const {
     EngineConfig ec;
     ec.num_blocks = 64;
     ec.scheduler.max_num_batched_tokens = 64;
+    ec.overlap_steps = overlap;
     return ec;
   }
   std::unique_ptr<Engine> engine() { return std::make_unique<Engine>(m.model(), *m.backend, cfg()); }
@@ -86,7 +89,9 @@ class LetterCodec : public TextCodec {
   std::vector<std::string> special_;
 };
 
-TEST(AsyncEngine, ConcurrentClientsGetTheSameTokensAsTheEngineAlone) {
+// overlap: the engine thread's steps launched ahead (the finished sequences it releases may
+// still be in a launched step); some requests then stop at a token mid-run.
+void expect_engine_alone_tokens(bool overlap) {
   Fixture f;
   std::vector<Request> reqs;
   for (int i = 0; i < 6; ++i) reqs.push_back(greedy(prompt_of(5 + 7 * i, i), 12));
@@ -94,6 +99,14 @@ TEST(AsyncEngine, ConcurrentClientsGetTheSameTokensAsTheEngineAlone) {
   {
     auto e = f.engine();
     for (auto& r : reqs) expected.push_back(run_direct(*e, r));
+  }
+  if (overlap) {
+    for (int i : {1, 4}) {
+      reqs[size_t(i)].stop_token_ids = {expected[size_t(i)][5]};
+      const auto stop = std::find(expected[size_t(i)].begin(), expected[size_t(i)].end(), expected[size_t(i)][5]);
+      expected[size_t(i)].erase(stop + 1, expected[size_t(i)].end());
+    }
+    f.overlap = true;
   }
   AsyncEngine async(f.engine());
   std::vector<std::vector<int32_t>> got(reqs.size());
@@ -104,10 +117,16 @@ TEST(AsyncEngine, ConcurrentClientsGetTheSameTokensAsTheEngineAlone) {
   EXPECT_EQ(got, expected);
   wait_idle(async);
   EXPECT_EQ(async.in_flight(), 0);
+  EXPECT_EQ(async.stats().used_blocks, 0);
 }
 
-TEST(AsyncEngine, CancellingFreesTheBlocksAtTheNextStep) {
+TEST(AsyncEngine, ConcurrentClientsGetTheSameTokensAsTheEngineAlone) { expect_engine_alone_tokens(false); }
+
+TEST(AsyncEngine, ConcurrentClientsGetTheSameTokensWithStepsLaunchedAhead) { expect_engine_alone_tokens(true); }
+
+void expect_cancel_frees_blocks(bool overlap) {
   Fixture f;
+  f.overlap = overlap;
   AsyncEngine async(f.engine());
   Request r = greedy(prompt_of(40, 1), 200);
   auto s = async.submit({r});
@@ -121,6 +140,10 @@ TEST(AsyncEngine, CancellingFreesTheBlocksAtTheNextStep) {
   for (auto& e : s->wait(std::chrono::milliseconds(1)))
     EXPECT_FALSE(e.finished) << "ran to the end despite cancel";
 }
+
+TEST(AsyncEngine, CancellingFreesTheBlocksAtTheNextStep) { expect_cancel_frees_blocks(false); }
+
+TEST(AsyncEngine, CancellingFreesTheBlocksWithStepsLaunchedAhead) { expect_cancel_frees_blocks(true); }
 
 TEST(AsyncEngine, ARequestTheEngineRefusesFailsAloneWithItsReason) {
   Fixture f;
