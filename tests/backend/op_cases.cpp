@@ -617,6 +617,13 @@ std::vector<OpCase> op_cases(const std::string& op) {
         {{1}, {2000}, 4, 1, 128, 16, 700},                // MQA decode, sliding window
         {{1}, {1200}, 2, 1, 40, 7, 0, 30.0f},             // MQA decode, softcap, odd block size
     };
+    // 32 sequences x 8 kv heads: 256 blocks, on a GPU of 128+ SMs the decode's deep form (two steps
+    // of keys in flight a warp); ragged contexts, odd and even numbers of 16-key steps.
+    AttnShape wide{std::vector<int>(32, 1), {}, 32, 8, 128, 16};
+    for (int i = 0; i < 32; ++i) wide.ctx_lens.push_back(1 + (i * 37) % 600);
+    shapes.push_back(wide);
+    wide.Dh = 64;
+    shapes.push_back(wide);
     for (DType cache : kFloatTypes)
       for (const auto& s : shapes) cases.push_back(attention_case(s, cache, seed++));
     // Outputs in the 16-bit format of the product they feed: decode, prefill, split keys.

@@ -6,6 +6,7 @@
 // merge in a thread-block cluster (blocks of 8 warps) instead of through combine_partials.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "backend/cuda/attention_tc.cuh"
@@ -191,9 +192,12 @@ __global__ void __launch_bounds__(kThreads) flash_decode_kernel(AttentionArgs a,
 // kCluster: the key splits (gridDim.z, 2-8) form a cluster and merge there (merge_in_cluster); its
 // blocks have 8 warps, so a split of up to 128 keys takes one step.
 // kMinBlocks: the blocks an SM must hold (4: the dense form of dense_wave, at most 128 registers).
+// kAhead: the steps of keys a warp holds in registers, the ones it computes on and those in
+// flight (2: the deep form, for grids of at most two blocks an SM, where a warp's loads are all
+// that keep the SM's memory requests going).
 template <bool kCluster>
 constexpr int kRegWarps = kCluster ? 8 : kWarps;
-template <int DH, bool kCluster, int kMinBlocks = 1>
+template <int DH, bool kCluster, int kMinBlocks = 1, int kAhead = 1>
 __global__ void __launch_bounds__(kRegWarps<kCluster> * 32, kMinBlocks)
     flash_decode_reg_kernel(AttentionArgs a, float* partial) {
   constexpr int kW = kRegWarps<kCluster>;
@@ -229,33 +233,38 @@ __global__ void __launch_bounds__(kRegWarps<kCluster> * 32, kMinBlocks)
   };
   // K rows of keys base + g and + g + 8: pieces 4i + c. V rows of keys base + c, + c + 8, + c + 4,
   // + c + 12 (P^T's k slots 2c, 2c + 1, 2c + 8, 2c + 9): dims 64i + 8g .. + 7.
-  uint4 kf[2][kKP], vf[4][kVP];
-  auto load_k = [&](int slots) {
+  // Buffer b of the ring holds the keys of every kAhead-th step.
+  uint4 kf[kAhead][2][kKP], vf[kAhead][4][kVP];
+  auto load_k = [&](uint4 (&k)[2][kKP], int slots) {
     const int s0 = __shfl_sync(0xffffffffu, slots, g), s1 = __shfl_sync(0xffffffffu, slots, g + 8);
 #pragma unroll
-    for (int i = 0; i < kKP; ++i) kf[0][i] = at(kc, s0, 64 * i), kf[1][i] = at(kc, s1, 64 * i);
+    for (int i = 0; i < kKP; ++i) k[0][i] = at(kc, s0, 64 * i), k[1][i] = at(kc, s1, 64 * i);
   };
-  auto load_v = [&](int slots) {
+  auto load_v = [&](uint4 (&v)[4][kVP], int slots) {
     const int s[4] = {__shfl_sync(0xffffffffu, slots, c), __shfl_sync(0xffffffffu, slots, c + 8),
                       __shfl_sync(0xffffffffu, slots, c + 4), __shfl_sync(0xffffffffu, slots, c + 12)};
 #pragma unroll
     for (int u = 0; u < 4; ++u)
 #pragma unroll
-      for (int i = 0; i < kVP; ++i) vf[u][i] = at(vc, s[u], 128 * i);
+      for (int i = 0; i < kVP; ++i) v[u][i] = at(vc, s[u], 128 * i);
   };
 
-  // The first step's keys before the previous kernel ends, unless they hold this token's.
+  // The first steps' keys before the previous kernel ends, unless they hold this token's.
   int base = begin + 16 * warp;
-  const bool any = base < end, early = any && min(base + 15, end - 1) < qpos;
-  if (any) {
-    const int slots = lookup(base);
-    if (early) load_k(slots), load_v(slots);
-    wait_for_previous();
-    if (!early) load_k(slots), load_v(slots);
-  } else {
-    wait_for_previous();
+  int first_slots[kAhead];
+  bool early[kAhead];
+#pragma unroll
+  for (int b = 0; b < kAhead; ++b) {
+    const int at_b = base + b * kStride;
+    early[b] = at_b < end && min(at_b + 15, end - 1) < qpos;
+    first_slots[b] = at_b < end ? lookup(at_b) : 0;
+    if (early[b]) load_k(kf[b], first_slots[b]), load_v(vf[b], first_slots[b]);
   }
-  int next_slots = base + kStride < end ? lookup(base + kStride) : 0;
+  wait_for_previous();
+#pragma unroll
+  for (int b = 0; b < kAhead; ++b)
+    if (!early[b] && base + b * kStride < end) load_k(kf[b], first_slots[b]), load_v(vf[b], first_slots[b]);
+  int next_slots = base + kAhead * kStride < end ? lookup(base + kAhead * kStride) : 0;
 
   // Q^T as B fragments: head g's pieces 4i + c (zero past the group), K's k slots.
   uint4 qb[kKP];
@@ -273,19 +282,20 @@ __global__ void __launch_bounds__(kRegWarps<kCluster> * 32, kMinBlocks)
   for (int n = 0; n < kMB; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   const float qk_scale = a.scale * kLog2e;
 
-  for (; base < end; base += kStride) {
-    const bool more = base + kStride < end;
-    const int after = base + 2 * kStride, after_slots = after < end ? lookup(after) : 0;
+  // One step on the keys of buffer b, which then takes those kAhead steps on.
+  auto step = [&](uint4 (&kb_)[2][kKP], uint4 (&vb_)[4][kVP]) {
+    const bool more = base + kAhead * kStride < end;
+    const int after = base + (kAhead + 1) * kStride, after_slots = after < end ? lookup(after) : 0;
 
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // keys g, g + 8 (rows) x heads 2c, 2c + 1 (columns)
 #pragma unroll
     for (int i = 0; i < kKP; ++i) {
-      const uint4 &k0 = kf[0][i], &k1 = kf[1][i];
+      const uint4 &k0 = kb_[0][i], &k1 = kb_[1][i];
       const unsigned ka[4] = {k0.x, k1.x, k0.y, k1.y}, kb[4] = {k0.z, k1.z, k0.w, k1.w};
       mma(s, ka, qb[i].x, qb[i].y);
       mma(s, kb, qb[i].z, qb[i].w);
     }
-    if (more) load_k(next_slots);
+    if (more) load_k(kb_, next_slots);
 
     // Online softmax over the step's 16 keys, per head (the 8 lanes of one c share its heads).
     if (a.softcap > 0.0f) {
@@ -323,13 +333,19 @@ __global__ void __launch_bounds__(kRegWarps<kCluster> * 32, kMinBlocks)
 #pragma unroll
     for (int n = 0; n < kMB; ++n) {
       const int i = n / 4, r = n % 4;  // dims 64i + 8g + 2r (m slot g) and + 1 (m slot g + 8)
-      const unsigned wa = (&vf[0][i].x)[r], wb = (&vf[1][i].x)[r], wc = (&vf[2][i].x)[r], wd = (&vf[3][i].x)[r];
+      const unsigned wa = (&vb_[0][i].x)[r], wb = (&vb_[1][i].x)[r], wc = (&vb_[2][i].x)[r], wd = (&vb_[3][i].x)[r];
       const unsigned va[4] = {__byte_perm(wa, wb, 0x5410), __byte_perm(wa, wb, 0x7632), __byte_perm(wc, wd, 0x5410),
                               __byte_perm(wc, wd, 0x7632)};
       mma(o[n], va, pb0, pb1);
     }
-    if (more) load_v(next_slots);
+    if (more) load_v(vb_, next_slots);
     next_slots = after_slots;
+    base += kStride;
+  };
+  while (base < end) {
+#pragma unroll
+    for (int b = 0; b < kAhead; ++b)
+      if (base < end) step(kf[b], vf[b]);
   }
 
   // Each warp's heads (unnormalised output, max and sum in log2 units) into shared memory.
@@ -399,6 +415,24 @@ RegOccupancy reg_occupancy(int Dh) {
   return Dh == 64 ? d64 : d128;
 }
 
+// Whether the register form runs in its deep form (two steps of keys a warp in registers): where
+// one key split a (sequence, kv head) leaves at most two blocks an SM, so that the SM's requests
+// in flight are those of its 8 warps (an 8B's 256 blocks at batch 32 on the H200's 132 SMs).
+// Measured there (bench_cuda, context 512, two rounds, deep / one step ahead): batch 32 6,921 and
+// 6,927 / 6,865 and 6,867 tok/s, the attention alone 20.1-20.3 / 24.2-24.3 µs a layer. 223
+// registers a thread: two blocks an SM. TESSERA_CUDA_DECODE_DEEP=0 turns it off, for
+// side-by-side measurements.
+bool deep_wave(const AttentionArgs& a, int sm_count) {
+  static const bool enabled = [] {
+    const char* env = std::getenv("TESSERA_CUDA_DECODE_DEEP");
+    return !(env && std::string(env) == "0");
+  }();
+  if (!enabled || !decode_in_registers(a)) return false;
+  static const int per_sm[2] = {blocks_per_sm(flash_decode_reg_kernel<64, false, 1, 2>, 0),
+                                blocks_per_sm(flash_decode_reg_kernel<128, false, 1, 2>, 0)};
+  return int64_t(a.num_seqs) * a.Hkv <= int64_t(sm_count) * std::min(per_sm[a.Dh == 64 ? 0 : 1], 2);
+}
+
 // Whether the register form runs in its dense form (4 blocks an SM for 3 as compiled, the price
 // 48 bytes of spilled registers at head_dim 128), each (sequence, kv head) in one block with no
 // key split: where those blocks fit one dense wave but not one plain wave (an 8B's 512 blocks at
@@ -431,6 +465,8 @@ void launch_decode(const AttentionArgs& a, int splits, bool clustered, float* pa
     if (decode_in_registers(a)) {
       if (splits == 1 && dense_wave(a, sm_count))
         launch_dependent(flash_decode_reg_kernel<DH, false, kDenseBlocks>, grid, dim3(kThreads), 0, s, a, partial);
+      else if (splits == 1 && deep_wave(a, sm_count))
+        launch_dependent(flash_decode_reg_kernel<DH, false, 1, 2>, grid, dim3(kThreads), 0, s, a, partial);
       else
         launch_dependent(flash_decode_reg_kernel<DH, false>, grid, dim3(kThreads), 0, s, a, partial);
       return;
