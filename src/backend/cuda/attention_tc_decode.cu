@@ -6,7 +6,6 @@
 // merge in a thread-block cluster (blocks of 8 warps) instead of through combine_partials.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "backend/cuda/attention_tc.cuh"
@@ -423,10 +422,7 @@ RegOccupancy reg_occupancy(int Dh) {
 // registers a thread: two blocks an SM. TESSERA_CUDA_DECODE_DEEP=0 turns it off, for
 // side-by-side measurements.
 bool deep_wave(const AttentionArgs& a, int sm_count) {
-  static const bool enabled = [] {
-    const char* env = std::getenv("TESSERA_CUDA_DECODE_DEEP");
-    return !(env && std::string(env) == "0");
-  }();
+  static const bool enabled = !switched_off("TESSERA_CUDA_DECODE_DEEP");
   if (!enabled || !decode_in_registers(a)) return false;
   static const int per_sm[2] = {blocks_per_sm(flash_decode_reg_kernel<64, false, 1, 2>, 0),
                                 blocks_per_sm(flash_decode_reg_kernel<128, false, 1, 2>, 0)};

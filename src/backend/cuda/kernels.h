@@ -4,6 +4,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "core/dtype.h"
 
@@ -13,6 +15,13 @@ enum class Glu;    // backend.h
 }
 
 namespace tessera::cuda {
+
+// Whether the environment variable `name` is "0": a fast path turned off, for side-by-side
+// measurements (TESSERA_CUDA_NARROW_GEMM, TESSERA_CUDA_DECODE_DEEP).
+inline bool switched_off(const char* name) {
+  const char* env = std::getenv(name);
+  return env && std::string(env) == "0";
+}
 
 // Out-of-range ids give rows of NaN (the engine validates ids before they get here).
 void embedding(const void* table, DType dtype, const int32_t* ids, int64_t T, int64_t D, int64_t V, float scale,

@@ -13,8 +13,6 @@
 //  - the MLP's form gives each block up to 64 rows of gate and the same rows of up, whose sums
 //    meet in one thread: it writes act(gate) * up, with no glu kernel after.
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 #include <type_traits>
 
 #include "backend/backend.h"
@@ -140,10 +138,7 @@ void dispatch(DType dt, int64_t T, const A&... args) {
 
 // TESSERA_CUDA_NARROW_GEMM=0 leaves these products to cuBLASLt, for side-by-side measurements.
 bool enabled() {
-  static const bool yes = [] {
-    const char* env = std::getenv("TESSERA_CUDA_NARROW_GEMM");
-    return !(env && std::string(env) == "0");
-  }();
+  static const bool yes = !switched_off("TESSERA_CUDA_NARROW_GEMM");
   return yes;
 }
 
