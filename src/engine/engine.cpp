@@ -224,11 +224,13 @@ std::vector<TokenOutput> Engine::step() {
 
 // Whether the step after `batch` (drawn, its tokens not back yet) is known now: every running
 // sequence, each computing the one token this step draws for it, drawn on the backend with
-// nothing that depends on that token's value (penalties), and none finishing by length here. A
+// nothing that depends on that token's value (penalties), none finishing by length here, and no
+// waiting request that the scheduler could seat (a server at max_num_seqs still overlaps). A
 // stop token is not known yet: such a sequence's row of the next step is dropped.
 bool Engine::can_launch_next(const std::vector<ScheduledSeq>& batch, const Draws& draws) {
-  if (!overlap_ || scheduler_.num_waiting() > 0 || int(batch.size()) != scheduler_.num_running() ||
-      !draws.host_rows.empty() || draws.rows.size() != batch.size())
+  const bool could_admit = scheduler_.num_waiting() > 0 && scheduler_.num_running() < cfg_.scheduler.max_num_seqs;
+  if (!overlap_ || could_admit || int(batch.size()) != scheduler_.num_running() || !draws.host_rows.empty() ||
+      draws.rows.size() != batch.size())
     return false;
   for (const ScheduledSeq& b : batch) {
     const Sequence& s = *b.seq;

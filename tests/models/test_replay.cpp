@@ -268,3 +268,46 @@ TEST(Replay, AStepLaunchedAheadForSequencesThatAllStopIsDrained) {
   EXPECT_EQ(drained, 1);  // the step launched after the stop token's
   EXPECT_EQ(run({}).first, all);
 }
+
+// At max_num_seqs the waiting requests cannot be seated until a running one finishes: the steps
+// in between are launched ahead all the same, and each request gets the tokens it gets without.
+TEST(Replay, StepsLaunchedAheadWhileRequestsWaitForASeat) {
+  auto run = [](bool overlap, int64_t* ahead) {
+    auto be = make_cpu_backend({.reference = true});
+    LoadedModel m = load_model(fixtures_dir() / "models" / "llama", *be);
+    EngineConfig ec;
+    ec.num_blocks = 64;
+    ec.overlap_steps = overlap;
+    ec.scheduler.max_num_seqs = 2;
+    Engine engine(*m.model, *be, ec);
+    std::vector<int64_t> ids;
+    for (int i = 0; i < 5; ++i) {
+      Request r;
+      for (int t = 0; t < 5 + 3 * i; ++t) r.prompt.push_back(int32_t((t * 13 + i * 7 + 2) % m.model->vocab_size()));
+      r.max_tokens = 6 + 2 * i;
+      r.params.temperature = 0.0f;
+      ids.push_back(engine.add_request(r));
+    }
+    std::vector<std::vector<int32_t>> out(ids.size());
+    *ahead = 0;  // steps launched ahead while a request waited
+    while (engine.has_work()) {
+      const bool waiting = engine.scheduler().num_waiting() > 0;
+      const int64_t before = engine.step_times().run.ahead;
+      for (const TokenOutput& o : engine.step()) {
+        out[size_t(std::find(ids.begin(), ids.end(), o.seq_id) - ids.begin())].push_back(o.token);
+        if (o.finished) engine.release(o.seq_id);
+      }
+      if (waiting) *ahead += engine.step_times().run.ahead - before;
+    }
+    return out;
+  };
+  int64_t ahead_off = -1, ahead_on = -1;
+  const auto want = run(false, &ahead_off), got = run(true, &ahead_on);
+  EXPECT_EQ(ahead_off, 0);
+  EXPECT_GT(ahead_on, 5);  // 10 here; 0 where any waiting request stops launching ahead
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(want[i].size(), size_t(6 + 2 * i)) << "request " << i;
+    EXPECT_EQ(got[i], want[i]) << "request " << i;
+  }
+}
