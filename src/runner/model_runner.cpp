@@ -88,6 +88,12 @@ bool ModelRunner::replayable(const std::vector<ScheduledSeq>& batch, bool all_ro
   });
 }
 
+void ModelRunner::take_drawn_ids(const Tensor& ids, const Tensor& token_ids) {
+  if (!ids.defined()) return;
+  Tensor head = token_ids.slice_rows(0, ids.numel());
+  be_.copy(ids, head);
+}
+
 Tensor ModelRunner::forward(const Inputs& in, const Tensor& ids) {
   ForwardBatch fb;
   fb.num_tokens = int(in.ids.size());
@@ -105,10 +111,7 @@ Tensor ModelRunner::forward(const Inputs& in, const Tensor& ids) {
   fb.attn.block_size = cache_.block_size;
   fb.attn.max_query_len = in.max_query;
   fb.attn.max_context_len = in.max_context;
-  if (ids.defined()) {
-    Tensor head = fb.token_ids.slice_rows(0, ids.numel());
-    be_.copy(ids, head);
-  }
+  take_drawn_ids(ids, fb.token_ids);
   return model_.forward(fb, cache_);
 }
 
@@ -148,10 +151,7 @@ Tensor ModelRunner::forward_replayed(Inputs in, int seqs, int context, const Ten
   for (const auto* v : {&in.ids, &in.slots, &in.rows, &in.positions, &in.starts, &in.context_lens, &in.tables})
     h = std::copy(v->begin(), v->end(), h);
   be_.upload_to(host, r.inputs);
-  if (ids.defined()) {
-    Tensor head = r.fb.token_ids.slice_rows(0, ids.numel());
-    be_.copy(ids, head);
-  }
+  take_drawn_ids(ids, r.fb.token_ids);
 
   if (!r.recording && !r.failed && r.runs++ > 0) {
     try {

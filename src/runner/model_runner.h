@@ -110,6 +110,9 @@ class ModelRunner {
   // The decode step's logits for its batch padded to `seqs` rows.
   Tensor forward_replayed(Inputs in, int seqs, int context, const Tensor& ids);
   Tensor upload_i32(const std::vector<int32_t>& v, Shape shape);
+  // Where ids is defined (launch_next): the step's first token ids become the drawn ids, on the
+  // backend, after its inputs' upload.
+  void take_drawn_ids(const Tensor& ids, const Tensor& token_ids);
   // A page-locked host buffer of at least n elements, grown as needed.
   void* host_buffer(Tensor& buf, DType dtype, int64_t n);
 
