@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <vector>
 
 #include "backend/cuda_loader.h"
@@ -272,10 +273,11 @@ Tensor sampling_logits(Backend& be, int R, int V, bool peaked) {
 }
 
 // Microseconds per draw of R rows (Backend::sample_rows, host preparation included), beside the
-// greedy argmax.
+// greedy argmax and the rows' logprobs with a top-5 list (Backend::logprobs).
 void sampling_times(Backend& be, int vocab) {
   std::printf("\nsampling %d logits a row, µs per call (host preparation included):\n", vocab);
-  std::printf("%-6s %-7s %10s %14s %14s %14s\n", "rows", "logits", "argmax", "T 0.8 p 0.95", "T 0.7 k 40", "T 1.0");
+  std::printf("%-6s %-7s %10s %14s %14s %14s %12s\n", "rows", "logits", "argmax", "T 0.8 p 0.95", "T 0.7 k 40", "T 1.0",
+              "logprobs 5");
   for (int R : {1, 64})
     for (bool peaked : {false, true}) {
       Tensor x = sampling_logits(be, R, vocab, peaked), ids = be.empty(DType::I32, {R});
@@ -285,8 +287,13 @@ void sampling_times(Backend& be, int vocab) {
         return 1e6 * op_seconds(be, 20, [&] { be.sample_rows(x, rows, ids); });
       };
       const double greedy = 1e6 * op_seconds(be, 20, [&] { be.argmax_rows(x, ids); });
-      std::printf("%-6d %-7s %10.1f %14.1f %14.1f %14.1f\n", R, peaked ? "peaked" : "flat", greedy,
-                  draw({0.8f, 0, 0.95f, 0.0f, 0}), draw({0.7f, 40, 1.0f, 0.0f, 0}), draw({1.0f, 0, 1.0f, 0.0f, 0}));
+      std::vector<int32_t> all(static_cast<size_t>(R));
+      std::iota(all.begin(), all.end(), 0);
+      Tensor rows = upload_i32(be, all, {R}), lp = be.empty(DType::F32, {R, 6}), top = be.empty(DType::I32, {R, 5});
+      const double logprobs = 1e6 * op_seconds(be, 20, [&] { be.logprobs(x, rows, rows, 5, lp, top); });
+      std::printf("%-6d %-7s %10.1f %14.1f %14.1f %14.1f %12.1f\n", R, peaked ? "peaked" : "flat", greedy,
+                  draw({0.8f, 0, 0.95f, 0.0f, 0}), draw({0.7f, 40, 1.0f, 0.0f, 0}), draw({1.0f, 0, 1.0f, 0.0f, 0}),
+                  logprobs);
     }
 }
 

@@ -545,20 +545,24 @@ OpCase sample_rows_case(int R, int V, int shape, uint64_t seed) {
 // must come first), for a subset of the rows in a shuffled order, at the tokens a draw or a
 // text gives, with the top_n list. The normaliser's sum is in double on every backend and only its
 // order may differ, so values agree to a unit in the last place (NMSE far below 1e-12) and ids
-// exactly (an id off gives an NMSE near 1).
-OpCase logprobs_case(int R, int V, int top_n, bool ties, uint64_t seed) {
+// exactly (an id off gives an NMSE near 1). masked: values [V / 3, V - 500) are -inf (a mask or
+// a bias), the tokens below them; at V = 9000 a whole 4096-value chunk of the GPU's is -inf.
+OpCase logprobs_case(int R, int V, int top_n, bool ties, uint64_t seed, bool masked = false) {
   Rng rng(seed);
   Tensor x = random_tensor(DType::F32, {R, V}, rng, 3.0f);
   if (ties)
     for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::round(x.data<float>()[i] * 2.0f) / 2.0f;
+  if (masked)
+    for (int r = 0; r < R; ++r)
+      for (int j = V / 3; j < V - 500; ++j) x.data<float>()[int64_t(r) * V + j] = -INFINITY;
   std::vector<int32_t> tokens(static_cast<size_t>(R)), rows;
-  for (auto& t : tokens) t = int32_t(rng.uniform(0, V - 1));
+  for (auto& t : tokens) t = int32_t(rng.uniform(0, (masked ? V / 3 : V) - 1));
   for (int r = 0; r < R; ++r)
     if (R < 3 || r % 3 != 1) rows.push_back(r);
   std::shuffle(rows.begin(), rows.end(), rng.gen);
   const int n = int(rows.size());
   std::string name = "logprobs R=" + std::to_string(R) + " V=" + std::to_string(V) + " rows=" + std::to_string(n) +
-                     " top " + std::to_string(top_n) + (ties ? " ties" : "");
+                     " top " + std::to_string(top_n) + (ties ? " ties" : "") + (masked ? " masked" : "");
   return {name, "logprobs", DType::F32, 1e-12, [=](Backend& be) {
             Tensor lp = poisoned(be, {n, 1 + top_n}, DType::F32);
             Tensor ids = be.upload(i32_tensor(std::vector<int32_t>(size_t(n) * size_t(std::max(top_n, 1)), -1)));
@@ -766,6 +770,9 @@ std::vector<OpCase> op_cases(const std::string& op) {
     cases.push_back(logprobs_case(9, 3000, 5, true, seed++));
     cases.push_back(logprobs_case(64, 32000, 1, false, seed++));
     cases.push_back(logprobs_case(130, 1000, 0, true, seed++));
+    // Over several of the GPU's chunks: ties across their ends, a chunk all -inf.
+    cases.push_back(logprobs_case(3, 20000, 20, true, seed++));
+    cases.push_back(logprobs_case(4, 9000, 8, false, seed++, true));
   } else if (op == "argmax_rows") {
     for (auto [R, N] : {std::pair{1, 1}, {1, 4096}, {3, 1000}, {64, 128256}})
       for (bool ties : {false, true}) cases.push_back(argmax_rows_case(R, N, ties, seed++));

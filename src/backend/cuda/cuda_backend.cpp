@@ -631,9 +631,10 @@ class CudaBackend final : public Backend {
     require_device(tokens, "logprobs", "tokens");
     require_device(out_lp, "logprobs", "out_lp");
     if (top_n > 0) require_device(out_ids, "logprobs", "out_ids");
-    const int64_t V = x.dim(-1);
-    cuda::logprobs(ptr(x), x.numel() / V, V, ptr<int32_t>(rows), rows.numel(), ptr<int32_t>(tokens), top_n,
-                   ptr(out_lp), top_n > 0 ? ptr<int32_t>(out_ids) : nullptr, stream_);
+    const int64_t V = x.dim(-1), n = rows.numel();
+    Tensor work = empty(DType::U8, {std::max<int64_t>(1, int64_t(cuda::logprobs_workspace(V, n, top_n)))});
+    cuda::logprobs(ptr(x), x.numel() / V, V, ptr<int32_t>(rows), n, ptr<int32_t>(tokens), top_n, ptr(out_lp),
+                   top_n > 0 ? ptr<int32_t>(out_ids) : nullptr, work.raw(), stream_);
   }
 
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {

@@ -80,9 +80,10 @@ void argmax_rows(const float* x, int64_t R, int64_t N, int splits, float* scratc
 // backend.h's edit_logits() of x [R, V] with n edits (device memory), one thread each.
 void edit_logits(float* x, int64_t V, const LogitEdit* edits, int64_t n, cudaStream_t s);
 // backend.h's logprobs() for the n rows listed in rows (device memory) of x [R, V]; a row or
-// token out of range gives NaN values (and ids -1).
+// token out of range gives NaN values (and ids -1). workspace: logprobs_workspace() bytes.
+size_t logprobs_workspace(int64_t V, int64_t n, int top_n);
 void logprobs(const float* x, int64_t R, int64_t V, const int32_t* rows, int64_t n, const int32_t* tokens, int top_n,
-              float* out_lp, int32_t* out_ids, cudaStream_t s);
+              float* out_lp, int32_t* out_ids, void* workspace, cudaStream_t s);
 // Out-of-range rows give rows of NaN.
 void gather_rows(const float* x, const int32_t* rows, int64_t R, int64_t D, int64_t num_rows, float* out,
                  cudaStream_t s);
