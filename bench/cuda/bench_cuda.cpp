@@ -122,12 +122,13 @@ Model build_model(Backend& be, int kv_tokens) {
   for (int i = 0; i < Dh / 2; ++i) inv.data<float>()[i] = 1.0f / std::pow(500000.0f, float(2 * i) / float(Dh));
   M.inv_freq = be.upload(inv);
   M.num_blocks = (kv_tokens + M.block_size - 1) / M.block_size;
+  Pool kv(size_t(64) << 20, 1.0f, 3);
   for (int l = 0; l < m.layers; ++l) {
-    M.k_cache.push_back(be.empty(DType::BF16, {int64_t(M.num_blocks) * M.block_size, m.kv_heads, Dh}));
-    M.v_cache.push_back(be.empty(DType::BF16, {int64_t(M.num_blocks) * M.block_size, m.kv_heads, Dh}));
-    // Small non-zero keys and values (0x3c3c is bf16 0.0115) for steps that read past what was stored.
-    ck(cudaMemset(M.k_cache.back().raw(), 0x3c, M.k_cache.back().nbytes()), "cudaMemset");
-    ck(cudaMemset(M.v_cache.back().raw(), 0x3c, M.v_cache.back().nbytes()), "cudaMemset");
+    for (auto* cache : {&M.k_cache, &M.v_cache}) {
+      cache->push_back(be.empty(DType::BF16, {int64_t(M.num_blocks) * M.block_size, m.kv_heads, Dh}));
+      // Random keys and values, as a model's are, for the positions the steps read but never store.
+      kv.fill(cache->back().raw(), size_t(cache->back().numel()));
+    }
   }
   ck(cudaDeviceSynchronize(), "build");
   return M;
