@@ -497,12 +497,17 @@ int flash_decode_splits(const AttentionArgs& a, int sm_count) {
   // start (Q, the first load's latency) and merge; splitting adds the combine pass, about two.
   // Measured on the H200 (8B shapes): this picks the fastest of 1-4 splits at batch 32, 64 and
   // 128 for contexts 512 and 4096 (e.g. 3 splits at batch 64, context 4096: 4,356 tok/s
-  // against 3,574 with 1 and 4,130 with 2).
+  // against 3,574 with 1 and 4,130 with 2). One split in the deep form (deep_wave) is costed at
+  // 3/4 of that: batch 32's attention at context 512 took 20.1 against 24.2 µs a layer, and
+  // bench_cuda batch 32 ran one deep split faster than the 3 splits the plain cost chose at
+  // context 768 / 1024 / 1536 / 2048: 6,556-6,561 / 6,247-6,254 / 5,584 / 5,126 tok/s against
+  // 6,307-6,313 / 6,024-6,026 / 5,418 / 5,022. From ~2,850 keys (and at 4096) 3 splits stay.
+  const bool deep = deep_wave(a, sm_count);
   int best = 1;
   int64_t best_cost = INT64_MAX;
   for (int s = 1; s <= std::min(tiles, 32); ++s) {
     const int64_t waves = (blocks * s + slots - 1) / slots;
-    const int64_t cost = waves * ((tiles + s - 1) / s + 1) + (s > 1 ? 2 : 0);
+    const int64_t cost = (s == 1 && deep ? 3 : 4) * (waves * ((tiles + s - 1) / s + 1) + (s > 1 ? 2 : 0));
     if (cost < best_cost) best = s, best_cost = cost;
   }
   return best;
