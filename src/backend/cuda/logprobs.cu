@@ -33,6 +33,30 @@ struct Larger {  // NaN passed over
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 
+using Pick = cub::BlockReduce<Entry, kThreads>;
+struct PickShared {
+  typename Pick::TempStorage tmp;
+  Entry entry;
+};
+
+// The first top_n entries, in the list's order, of the candidates the block's threads hold: each
+// round a block-wide pick of the first entry after the previous round's. each(f) calls f on each
+// of this thread's candidates; thread 0 gets emit(k, entry k) (id -1 once they run out).
+template <class Each, class Emit>
+__device__ void list_first(int top_n, Each each, Emit emit, PickShared& shared) {
+  Entry prev{INFINITY, -1};  // every entry comes after it
+  for (int k = 0; k < top_n; ++k) {
+    Entry best{0.0f, -1};
+    each([&](const Entry& e) {
+      if ((prev.id < 0 || before(prev, e)) && before(e, best)) best = e;
+    });
+    best = Pick(shared.tmp).Reduce(best, First());
+    if (threadIdx.x == 0) shared.entry = best, emit(k, best);
+    __syncthreads();
+    prev = shared.entry;
+  }
+}
+
 struct Partial {
   float max;   // of the chunk's values other than NaN; -inf if none
   double sum;  // of exp(x - max), -inf values counting 0 (NaN where x is NaN or max is +inf)
@@ -98,9 +122,7 @@ __global__ void __launch_bounds__(kThreads) partials_kernel(const float* x, int6
 __global__ void __launch_bounds__(kThreads) candidates_kernel(const float* x, int64_t R, int64_t V,
                                                               const int32_t* rows, const Partial* partials,
                                                               int top_n, Entry* candidates) {
-  using Pick = cub::BlockReduce<Entry, kThreads>;
-  __shared__ typename Pick::TempStorage tmp;
-  __shared__ Entry shared_entry;
+  __shared__ PickShared pick;
   __shared__ double shared_lse;
   const int c = blockIdx.y, chunks = gridDim.y, tid = threadIdx.x;
   const int32_t r = rows[blockIdx.x];
@@ -117,17 +139,13 @@ __global__ void __launch_bounds__(kThreads) candidates_kernel(const float* x, in
     mine[e] = j < end ? Entry{float(double(row[j]) - lse), int(j)} : Entry{0.0f, -1};
   }
   Entry* out = candidates + (int64_t(blockIdx.x) * chunks + c) * top_n;
-  Entry prev{INFINITY, -1};  // every entry comes after it
-  for (int k = 0; k < top_n; ++k) {
-    Entry best{0.0f, -1};
+  list_first(
+      top_n,
+      [&](auto f) {
 #pragma unroll
-    for (int e = 0; e < kPerThread; ++e)
-      if ((prev.id < 0 || before(prev, mine[e])) && before(mine[e], best)) best = mine[e];
-    best = Pick(tmp).Reduce(best, First());
-    if (tid == 0) shared_entry = best, out[k] = best;
-    __syncthreads();
-    prev = shared_entry;
-  }
+        for (int e = 0; e < kPerThread; ++e) f(mine[e]);
+      },
+      [&](int k, const Entry& e) { out[k] = e; }, pick);
 }
 
 // Grid n: block i writes row rows[i]'s token value and its list.
@@ -135,9 +153,7 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const float* x, int64_t
                                                          const int32_t* tokens, const Partial* partials, int chunks,
                                                          const Entry* candidates, int top_n, float* out_lp,
                                                          int32_t* out_ids) {
-  using Pick = cub::BlockReduce<Entry, kThreads>;
-  __shared__ typename Pick::TempStorage tmp;
-  __shared__ Entry shared_entry;
+  __shared__ PickShared pick;
   __shared__ double shared_lse;
   const int tid = threadIdx.x;
   const int64_t i = blockIdx.x;
@@ -161,20 +177,12 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const float* x, int64_t
   }
   const Entry* list = candidates + i * chunks * top_n;
   const int n = chunks * top_n;
-  Entry prev{INFINITY, -1};
-  for (int k = 0; k < top_n; ++k) {
-    Entry best{0.0f, -1};
-    for (int j = tid; j < n; j += kThreads)
-      if ((prev.id < 0 || before(prev, list[j])) && before(list[j], best)) best = list[j];
-    best = Pick(tmp).Reduce(best, First());
-    if (tid == 0) {
-      shared_entry = best;
-      out[1 + k] = best.lp;
-      out_ids[i * top_n + k] = best.id;
-    }
-    __syncthreads();
-    prev = shared_entry;
-  }
+  list_first(
+      top_n,
+      [&](auto f) {
+        for (int j = tid; j < n; j += kThreads) f(list[j]);
+      },
+      [&](int k, const Entry& e) { out[1 + k] = e.lp, out_ids[i * top_n + k] = e.id; }, pick);
 }
 
 int chunks_of(int64_t V) { return int((V + kChunk - 1) / kChunk); }
