@@ -759,6 +759,8 @@ std::vector<OpCase> op_cases(const std::string& op) {
     // Every kind of cut over a whole vocabulary, and masked (-inf) tokens.
     for (int shape : {1, 2, 3}) cases.push_back(sample_rows_case(8, 128256, shape, seed++));
     cases.push_back(sample_rows_case(40, 1000, 3, seed++));
+    // More rows' sort segments than one sort call of the GPU's takes (256).
+    cases.push_back(sample_rows_case(300, 1000, 1, seed++));
   } else if (op == "edit_logits") {
     cases.push_back(edit_logits_case(1, 7, 7, seed++));
     cases.push_back(edit_logits_case(4, 1000, 300, seed++));

@@ -43,6 +43,10 @@ constexpr double kMassMargin = 1e-9;
 // shared memory); other rows sort all their candidates.
 constexpr int kWalkItems = 4;
 constexpr int kWalkBin = 512 * kWalkItems;
+// Sort segments a cub::DeviceSegmentedSort call takes: up to its partitioning threshold (300 on
+// every tuning policy) it sorts each segment in one block of one kernel, an empty one at once.
+// Past it, it would read the segments' sizes back to the host mid-call.
+constexpr int kSortSegments = 256;
 
 // The sampler's candidate order as an ascending 32-bit rank: larger values first; -0 and +0 equal.
 __device__ __forceinline__ uint32_t rank_of(float v) {
@@ -150,6 +154,23 @@ struct Slicing {
   int groups;   // sort segments per row (at most kBins)
 };
 
+// f(j, v) for this thread's logits of the slice [lo, hi) (j = lo + thread, then every
+// kSliceThreads), in order, v = logit / t: 8 loads issued before the first is used, so that a
+// thread's ~100 logits of a 64-row draw do not wait for memory one by one.
+template <class F>
+__device__ __forceinline__ void for_slice(const float* xr, int64_t lo, int64_t hi, float t, F f) {
+  constexpr int kBatch = 8;
+  int64_t j = lo + threadIdx.x;
+  for (; j + (kBatch - 1) * kSliceThreads < hi; j += kBatch * kSliceThreads) {
+    float v[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) v[b] = xr[j + b * kSliceThreads];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) f(j + b * kSliceThreads, scaled(v[b], t));
+  }
+  for (; j < hi; j += kSliceThreads) f(j, scaled(xr[j], t));
+}
+
 __global__ void __launch_bounds__(kSliceThreads) slice_max_kernel(const float* x, const SampleParams* params,
                                                                   Slicing sl, MaxAt* slice_max) {
   using Max = cub::BlockReduce<MaxAt, kSliceThreads>;
@@ -159,19 +180,30 @@ __global__ void __launch_bounds__(kSliceThreads) slice_max_kernel(const float* x
   const float* xr = x + r * sl.V;
   const int64_t lo = blockIdx.x * sl.len, hi = min(sl.V, lo + sl.len);
   MaxAt best{-INFINITY, -1, INFINITY};
-  for (int64_t j = lo + threadIdx.x; j < hi; j += kSliceThreads) {
-    const float v = scaled(xr[j], t);
+  for_slice(xr, lo, hi, t, [&](int64_t j, float v) {
     if (best.i < 0 || v > best.v) best.v = v, best.i = int(j);
     if (isfinite(v)) best.lo = fminf(best.lo, v);
-  }
+  });
   best = Max(tmp).Reduce(best, FirstMax());
   if (threadIdx.x == 0) slice_max[r * sl.slices + blockIdx.x] = best;
 }
 
+// The row's maximum from its slices', for a whole warp (every lane gets it): a slice a lane, then
+// a butterfly. FirstMax is associative and commutative (NaN aside), so any order gives the same.
 __device__ MaxAt row_max(const MaxAt* slice_max, int64_t r, int slices) {
-  MaxAt m = slice_max[r * slices];
-  for (int b = 1; b < slices; ++b) m = FirstMax()(m, slice_max[r * slices + b]);
+  MaxAt m{-INFINITY, -1, INFINITY};
+  for (int b = threadIdx.x % 32; b < slices; b += 32) m = FirstMax()(m, slice_max[r * slices + b]);
+  for (int o = 16; o > 0; o /= 2)
+    m = FirstMax()(m, MaxAt{__shfl_xor_sync(~0u, m.v, o), __shfl_xor_sync(~0u, m.i, o), __shfl_xor_sync(~0u, m.lo, o)});
   return m;
+}
+// The row's sum of exp(v - mx) from its slices', for a whole warp, in a fixed order (a slice a
+// lane, then a butterfly, whose every lane ends with the same sum).
+__device__ double row_sum(const double* slice_sum, int64_t r, int slices) {
+  double sum = 0;
+  for (int b = threadIdx.x % 32; b < slices; b += 32) sum += slice_sum[r * slices + b];
+  for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(~0u, sum, o);
+  return sum;
 }
 
 // The slice's sum of exp(v - mx); for rows cut in order, its histogram added to the row's.
@@ -186,7 +218,10 @@ __global__ void __launch_bounds__(kSliceThreads) slice_sums_kernel(const float* 
   const SampleParams p = params[r];
   if (p.temperature <= 0.0f) return;
   const bool ordered = needs_order(p, sl.V);
-  if (threadIdx.x == 0) shared_bins = bins_of(row_max(w.slice_max, r, sl.slices));
+  if (threadIdx.x < 32) {
+    const MaxAt m = row_max(w.slice_max, r, sl.slices);
+    if (threadIdx.x == 0) shared_bins = bins_of(m);
+  }
   if (ordered)
     for (int i = threadIdx.x; i < kBins; i += kSliceThreads) count[i] = 0, mass[i] = 0.0;
   __syncthreads();
@@ -195,8 +230,7 @@ __global__ void __launch_bounds__(kSliceThreads) slice_sums_kernel(const float* 
   const float* xr = x + r * sl.V;
   const int64_t lo = blockIdx.x * sl.len, hi = min(sl.V, lo + sl.len);
   double part = 0;
-  for (int64_t j = lo + threadIdx.x; j < hi; j += kSliceThreads) {
-    const float v = scaled(xr[j], p.temperature);
+  for_slice(xr, lo, hi, p.temperature, [&](int64_t, float v) {
     const double e = exp(double(v) - double(mx));
     part += e;
     if (ordered) {
@@ -204,7 +238,7 @@ __global__ void __launch_bounds__(kSliceThreads) slice_sums_kernel(const float* 
       atomicAdd(&count[bin], 1u);
       atomicAdd(&mass[bin], e);
     }
-  }
+  });
   const double total = SumD(tmp).Sum(part);
   if (threadIdx.x == 0) w.slice_sum[r * sl.slices + blockIdx.x] = total;
   if (!ordered) return;
@@ -235,11 +269,9 @@ __global__ void __launch_bounds__(kBins) threshold_kernel(const SampleParams* pa
   const int64_t r = blockIdx.x;
   const SampleParams p = params[r];
   const bool ordered = needs_order(p, sl.V);
-  if (threadIdx.x == 0) {
-    double sum = 0;
-    if (p.temperature > 0.0f)
-      for (int b = 0; b < sl.slices; ++b) sum += w.slice_sum[r * sl.slices + b];
-    shared_sum = sum;
+  if (threadIdx.x < 32) {
+    const double sum = p.temperature > 0.0f ? row_sum(w.slice_sum, r, sl.slices) : 0.0;
+    if (threadIdx.x == 0) shared_sum = sum;
   }
   __syncthreads();
   const double sum = shared_sum;
@@ -295,9 +327,9 @@ __global__ void __launch_bounds__(kBins) threshold_kernel(const SampleParams* pa
   if (w.seg_begin && (!ordered || walk) && int(threadIdx.x) < sl.groups) {  // nothing of this row to sort
     w.seg_begin[r * sl.groups + threadIdx.x] = w.seg_end[r * sl.groups + threadIdx.x] = int(r * sl.V);
   }
-  if (threadIdx.x == 0) {
+  if (threadIdx.x < 32) {
     const MaxAt m = row_max(w.slice_max, r, sl.slices);
-    w.state[r] = {sum, m.v, m.i, bins_of(m), last, ordered ? shared_count : 0, walk};
+    if (threadIdx.x == 0) w.state[r] = {sum, m.v, m.i, bins_of(m), last, ordered ? shared_count : 0, walk};
   }
 }
 
@@ -318,27 +350,26 @@ __global__ void __launch_bounds__(kSliceThreads) slice_select_kernel(const float
   if (st.last_bin >= 0) {
     for (int i = threadIdx.x; i <= st.last_bin; i += kSliceThreads) fill[i] = 0;
     __syncthreads();
-    for (int64_t j = lo + threadIdx.x; j < hi; j += kSliceThreads) {
-      const int bin = bin_of(st.bins, scaled(xr[j], p.temperature));
+    for_slice(xr, lo, hi, p.temperature, [&](int64_t, float v) {
+      const int bin = bin_of(st.bins, v);
       if (bin <= st.last_bin) atomicAdd(&fill[bin], 1);
-    }
+    });
     __syncthreads();
     for (int i = threadIdx.x; i <= st.last_bin; i += kSliceThreads)
       if (fill[i]) fill[i] = atomicAdd(&w.bin_fill[r * kBins + i], fill[i]);
     __syncthreads();
-    for (int64_t j = lo + threadIdx.x; j < hi; j += kSliceThreads) {
-      const float v = scaled(xr[j], p.temperature);
+    for_slice(xr, lo, hi, p.temperature, [&](int64_t j, float v) {
       const int bin = bin_of(st.bins, v);
       if (bin <= st.last_bin) w.keys[atomicAdd(&fill[bin], 1)] = uint64_t(rank_of(v)) << sl.id_bits | uint64_t(j);
-    }
+    });
     return;
   }
   const double floor = p.min_p > 0.0f ? double(p.min_p) * (1.0 / st.sum) : -1.0;
   double part = 0;
-  for (int64_t j = lo + threadIdx.x; j < hi; j += kSliceThreads) {
-    const double q = exp(double(scaled(xr[j], p.temperature)) - double(st.mx)) / st.sum;
+  for_slice(xr, lo, hi, p.temperature, [&](int64_t, float v) {
+    const double q = exp(double(v) - double(st.mx)) / st.sum;
     part += q >= floor ? q : 0.0;
-  }
+  });
   const double total = SumD(tmp).Sum(part);
   if (threadIdx.x == 0) w.slice_kept[r * sl.slices + blockIdx.x] = total;
 }
@@ -380,7 +411,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* x, const 
     const int64_t seg = (limit + kThreads - 1) / kThreads;
     const int64_t b = min(limit, tid * seg), e = min(limit, b + seg);
     double own = 0, before;
-    for (int64_t j = b; j < e; ++j) own += weight(j);
+#pragma unroll 8
+    for (int64_t j = b; j < e; ++j) own += weight(j);  // unrolled: the loads in flight together
     Scan(tmp.scan).ExclusiveSum(own, before);
     __syncthreads();
     before += start;
@@ -569,13 +601,13 @@ int sm_count() {
   return n;
 }
 
-// About two blocks per multiprocessor over all rows, at least 1024 elements a slice; about four
-// sort segments per multiprocessor.
+// About two blocks per multiprocessor over all rows, at least 1024 elements a slice; the rows'
+// sort segments in one DeviceSegmentedSort call where they fit.
 Slicing slicing(int64_t R, int64_t V) {
   const int64_t by_sms = (2 * sm_count() + R - 1) / R, by_len = (V + 1023) / 1024;
   Slicing sl{V, int(std::clamp<int64_t>(std::min(by_sms, by_len), 1, kMaxSlices)), 0, 0};
   sl.len = (V + sl.slices - 1) / sl.slices;
-  sl.groups = int(std::clamp<int64_t>(4 * sm_count() / R, 1, kBins));
+  sl.groups = int(std::clamp<int64_t>(kSortSegments / R, 1, kBins));
   while ((int64_t(1) << sl.id_bits) < V) ++sl.id_bits;
   return sl;
 }
@@ -610,8 +642,9 @@ size_t carve(char* base, int64_t R, int64_t V, bool ordered, const Slicing& sl, 
   take(w->sorted, n);
   w->sort_bytes = 0;
   if (ordered)
-    TESSERA_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortKeys(nullptr, w->sort_bytes, w->keys, w->sorted, int(R * V),
-                                                               int(R * sl.groups), w->seg_begin, w->seg_end, 0, 32 + sl.id_bits));
+    TESSERA_CUDA_CHECK(cub::DeviceSegmentedSort::SortKeys(nullptr, w->sort_bytes, w->keys, w->sorted, int(R * V),
+                                                          int(std::min<int64_t>(R * sl.groups, kSortSegments)),
+                                                          w->seg_begin, w->seg_end));
   w->sort_tmp = base ? base + at : nullptr;
   return at + w->sort_bytes;
 }
@@ -644,9 +677,10 @@ void sample_rows(const float* x, const SampleParams* params, const SampleParams*
   slice_select_kernel<<<slices, kSliceThreads, 0, s>>>(x, params, sl, w);
   check_launch("sample_rows select");
   if (ordered)
-    TESSERA_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortKeys(w.sort_tmp, w.sort_bytes, w.keys, w.sorted, int(R * V),
-                                                               int(R * sl.groups), w.seg_begin, w.seg_end, 0, 32 + sl.id_bits,
-                                                               s));
+    for (int64_t s0 = 0; s0 < R * sl.groups; s0 += kSortSegments)
+      TESSERA_CUDA_CHECK(cub::DeviceSegmentedSort::SortKeys(w.sort_tmp, w.sort_bytes, w.keys, w.sorted, int(R * V),
+                                                            int(std::min<int64_t>(R * sl.groups - s0, kSortSegments)),
+                                                            w.seg_begin + s0, w.seg_end + s0, s));
   sample_kernel<<<unsigned(R), kThreads, 0, s>>>(x, params, sl, w, out);
   check_launch("sample_rows");
 }
