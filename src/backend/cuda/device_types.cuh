@@ -197,8 +197,9 @@ __device__ __forceinline__ PartRow part_row(const StackedParts& g, int64_t n) {
   return r;
 }
 
-// Sum over a warp; every lane gets the total.
-__device__ __forceinline__ float warp_sum(float v) {
+// Sum over a warp in a fixed order (a butterfly); every lane gets the same total.
+template <class T>
+__device__ __forceinline__ T warp_sum(T v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

@@ -11,6 +11,7 @@
 #include <cub/cub.cuh>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/device_types.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace tessera::cuda {
@@ -74,7 +75,7 @@ __device__ void normaliser(const Partial* p, int chunks, double* lse) {
     for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(~0u, mx, o));
     double sum = 0;
     for (int c = lane; c < chunks; c += 32) sum += p[c].sum * exp(double(p[c].max) - double(mx));
-    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(~0u, sum, o);
+    sum = warp_sum(sum);
     if (lane == 0) *lse = double(mx) + log(sum);
   }
   __syncthreads();

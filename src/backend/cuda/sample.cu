@@ -22,6 +22,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/check.h"
+#include "backend/cuda/device_types.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace tessera::cuda {
@@ -197,13 +198,11 @@ __device__ MaxAt row_max(const MaxAt* slice_max, int64_t r, int slices) {
     m = FirstMax()(m, MaxAt{__shfl_xor_sync(~0u, m.v, o), __shfl_xor_sync(~0u, m.i, o), __shfl_xor_sync(~0u, m.lo, o)});
   return m;
 }
-// The row's sum of exp(v - mx) from its slices', for a whole warp, in a fixed order (a slice a
-// lane, then a butterfly, whose every lane ends with the same sum).
+// The row's sum of exp(v - mx) from its slices', for a whole warp: a slice a lane, then warp_sum.
 __device__ double row_sum(const double* slice_sum, int64_t r, int slices) {
   double sum = 0;
   for (int b = threadIdx.x % 32; b < slices; b += 32) sum += slice_sum[r * slices + b];
-  for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(~0u, sum, o);
-  return sum;
+  return warp_sum(sum);
 }
 
 // The slice's sum of exp(v - mx); for rows cut in order, its histogram added to the row's.
