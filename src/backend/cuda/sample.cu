@@ -128,7 +128,14 @@ struct RowState {
   int last_bin;  // the candidates' last bin; -1 where the row draws in id order
   int count;     // the candidates (bins up to last_bin), sorted at sorted[r * V, r * V + count)
   bool walk;     // drawn from the bins (the candidates left unsorted, bin by bin, at keys)
+  // A walk's bins before the cut's that u may land in, [u_first, u_last] (empty when u_first >
+  // u_last): only these and the cut's bin have their keys written.
+  int u_first, u_last;
 };
+// Whether the select pass writes the keys of `bin` for this row.
+__device__ __forceinline__ bool kept_bin(const RowState& st, int bin) {
+  return bin <= st.last_bin && (!st.walk || bin == st.last_bin || (bin >= st.u_first && bin <= st.u_last));
+}
 
 // Device workspace, carved from one allocation (carve()).
 struct Work {
@@ -264,7 +271,7 @@ __global__ void __launch_bounds__(kBins) threshold_kernel(const SampleParams* pa
     typename MinI::TempStorage min;
   } tmp;
   __shared__ int shared_last, shared_count, shared_walk, group_of[kBins], group_start[kBins + 1];
-  __shared__ double shared_sum;
+  __shared__ double shared_sum, shared_lo, shared_hi;
   const int64_t r = blockIdx.x;
   const SampleParams p = params[r];
   const bool ordered = needs_order(p, sl.V);
@@ -274,15 +281,16 @@ __global__ void __launch_bounds__(kBins) threshold_kernel(const SampleParams* pa
   }
   __syncthreads();
   const double sum = shared_sum;
-  int last = -1;
+  int last = -1, u_first = 1, u_last = 0;
   unsigned count = 0;
   bool walk = false;
   if (ordered) {
     const unsigned own = w.bin_count[r * kBins + threadIdx.x];
+    const double own_mass = w.bin_mass[r * kBins + threadIdx.x];
     double mass, total;
     ScanU(tmp.u).InclusiveSum(own, count);
     __syncthreads();
-    ScanD(tmp.d).InclusiveSum(w.bin_mass[r * kBins + threadIdx.x], mass, total);
+    ScanD(tmp.d).InclusiveSum(own_mass, mass, total);
     __syncthreads();
     // A walk's cut bin: the first whose running mass reaches top_p of the row's sum (the walk's
     // own test); it needs every bin up to it small. Else the bins for sorting, with the margin.
@@ -301,8 +309,26 @@ __global__ void __launch_bounds__(kBins) threshold_kernel(const SampleParams* pa
     if (threadIdx.x == 0 && !walk) shared_last = last == INT_MAX ? kBins - 1 : last;
     __syncthreads();
     last = shared_last;
+    const int bin = int(threadIdx.x);
+    if (walk) {
+      // The walk draws at u times the mass up to the cut (fractions of the row's sum): at least u
+      // times the mass before the cut's bin, at most u times that and the bin's own. The bins
+      // before the cut's whose spans meet that range, with the margin, and a bin more each side
+      // (sample_kernel scans the masses in another order).
+      if (bin == last) {
+        const double before_cut = (mass - own_mass) / sum;
+        shared_lo = p.u * before_cut * (1.0 - kMassMargin);
+        shared_hi = p.u * (before_cut + own_mass / sum) * (1.0 + kMassMargin);
+      }
+      __syncthreads();
+      const bool meets = bin < last && mass / sum > shared_lo && (mass - own_mass) / sum <= shared_hi;
+      const int lowest = MinI(tmp.min).Reduce(meets ? bin : INT_MAX, Smaller());
+      __syncthreads();
+      const int highest = MinI(tmp.min).Reduce(meets ? -bin : INT_MAX, Smaller());
+      if (lowest != INT_MAX) u_first = max(lowest - 1, 0), u_last = min(-highest + 1, last - 1);  // thread 0's
+    }
     // The candidates in bin order from the row's start.
-    const int before = int(count - own), bin = int(threadIdx.x);
+    const int before = int(count - own);
     w.bin_fill[r * kBins + bin] = int(r * sl.V) + before;
     if (bin == last) shared_count = int(count);
     __syncthreads();
@@ -328,12 +354,14 @@ __global__ void __launch_bounds__(kBins) threshold_kernel(const SampleParams* pa
   }
   if (threadIdx.x < 32) {
     const MaxAt m = row_max(w.slice_max, r, sl.slices);
-    if (threadIdx.x == 0) w.state[r] = {sum, m.v, m.i, bins_of(m), last, ordered ? shared_count : 0, walk};
+    if (threadIdx.x == 0)
+      w.state[r] = {sum, m.v, m.i, bins_of(m), last, ordered ? shared_count : 0, walk, u_first, u_last};
   }
 }
 
-// Rows cut in order: the slice's candidates (bins up to the last) appended to their bins' segments
-// (a place for each bin's share reserved at once, then filled). Rows in id order: the slice's
+// Rows cut in order: the slice's candidates (bins up to the last; of a walk, only the bins it may
+// draw from) appended to their bins' segments (a place for each bin's share reserved at once,
+// then filled). Rows in id order: the slice's
 // kept mass (the min-p mask needs the row's sum).
 __global__ void __launch_bounds__(kSliceThreads) slice_select_kernel(const float* x, const SampleParams* params,
                                                                      Slicing sl, Work w) {
@@ -351,7 +379,7 @@ __global__ void __launch_bounds__(kSliceThreads) slice_select_kernel(const float
     __syncthreads();
     for_slice(xr, lo, hi, p.temperature, [&](int64_t, float v) {
       const int bin = bin_of(st.bins, v);
-      if (bin <= st.last_bin) atomicAdd(&fill[bin], 1);
+      if (kept_bin(st, bin)) atomicAdd(&fill[bin], 1);
     });
     __syncthreads();
     for (int i = threadIdx.x; i <= st.last_bin; i += kSliceThreads)
@@ -359,7 +387,7 @@ __global__ void __launch_bounds__(kSliceThreads) slice_select_kernel(const float
     __syncthreads();
     for_slice(xr, lo, hi, p.temperature, [&](int64_t j, float v) {
       const int bin = bin_of(st.bins, v);
-      if (bin <= st.last_bin) w.keys[atomicAdd(&fill[bin], 1)] = uint64_t(rank_of(v)) << sl.id_bits | uint64_t(j);
+      if (kept_bin(st, bin)) w.keys[atomicAdd(&fill[bin], 1)] = uint64_t(rank_of(v)) << sl.id_bits | uint64_t(j);
     });
     return;
   }
@@ -540,7 +568,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* x, const 
     if (target < at_last) {
       // In an earlier bin: the first whose running mass exceeds the target.
       const int b = MinI(tmp.min).Reduce(tid < last && mass_before[tid + 1] / st.sum > target ? tid : INT_MAX, Smaller());
-      if (tid == 0) shared_i = b == INT_MAX ? last - 1 : b;
+      // Within the bins whose keys were written (threshold_kernel's margins keep it there).
+      if (tid == 0) shared_i = min(max(b == INT_MAX ? last - 1 : b, st.u_first), st.u_last);
       __syncthreads();
       const int at = shared_i;
       __syncthreads();
