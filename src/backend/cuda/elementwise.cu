@@ -321,7 +321,10 @@ __device__ __forceinline__ void warp_best(float& v, int64_t& i) {
   }
 }
 
-// Block (s, r): the first maximum of row r's columns [s N / S, (s + 1) N / S) (S = gridDim.x).
+// Block (s, r): the first maximum of row r's columns [s N / S, (s + 1) N / S) (S = gridDim.x), or
+// with kVec (rows of whole 16-byte pieces) of its pieces [s N / 4S, (s + 1) N / 4S), read 16
+// bytes a load: a 64-row step's argmax took 15.5 µs with one float a load.
+template <bool kVec>
 __global__ void __launch_bounds__(kArgmaxThreads) argmax_part_kernel(const float* x, int64_t N, float* part_v,
                                                                       int32_t* part_i) {
   __shared__ float best_v[kArgmaxThreads / 32];
@@ -332,9 +335,22 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_part_kernel(const float
   const float* row = x + r * N;
   float v = -INFINITY;
   int64_t i = -1;
+  // A thread visits its columns in increasing order, so it keeps their first maximum.
+  auto see = [&](float w, int64_t c) {
+    if (i < 0 || v < w) v = w, i = c;
+  };
+  if constexpr (kVec) {
+    const float4* row4 = reinterpret_cast<const float4*>(row);
+    const int64_t n4 = N / 4;
 #pragma unroll 4
-  for (int64_t c = s * N / S + threadIdx.x; c < (s + 1) * N / S; c += kArgmaxThreads)
-    if (i < 0 || v < row[c]) v = row[c], i = c;
+    for (int64_t c = s * n4 / S + threadIdx.x; c < (s + 1) * n4 / S; c += kArgmaxThreads) {
+      const float4 q = row4[c];
+      see(q.x, 4 * c), see(q.y, 4 * c + 1), see(q.z, 4 * c + 2), see(q.w, 4 * c + 3);
+    }
+  } else {
+#pragma unroll 4
+    for (int64_t c = s * N / S + threadIdx.x; c < (s + 1) * N / S; c += kArgmaxThreads) see(row[c], c);
+  }
   warp_best(v, i);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) best_v[warp] = v, best_i[warp] = i;
@@ -588,8 +604,9 @@ void argmax_rows(const float* x, int64_t R, int64_t N, int splits, float* scratc
   if (R == 0) return;
   float* part_v = scratch;
   int32_t* part_i = reinterpret_cast<int32_t*>(scratch + R * splits);
-  launch_dependent(argmax_part_kernel, dim3(unsigned(splits), unsigned(R)), dim3(kArgmaxThreads), 0, s, x, N, part_v,
-                   part_i);
+  void (*part)(const float*, int64_t, float*, int32_t*) =
+      N % 4 == 0 && aligned16(x) ? argmax_part_kernel<true> : argmax_part_kernel<false>;
+  launch_dependent(part, dim3(unsigned(splits), unsigned(R)), dim3(kArgmaxThreads), 0, s, x, N, part_v, part_i);
   launch_dependent(argmax_merge_kernel, dim3(unsigned(R)), dim3(32), 0, s, static_cast<const float*>(part_v),
                    static_cast<const int32_t*>(part_i), splits, out);
   check_launch("argmax_rows");
