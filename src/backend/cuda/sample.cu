@@ -6,7 +6,8 @@
 // below the maximum (count and mass per bin; a bin's values all come before the next bin's).
 // From it one block per row finds the bins that matter:
 // - a top-p row whose bins are small is drawn from the bins' masses: only the bin where the cut
-//   falls and the bin where u lands are sorted, in shared memory;
+//   falls and the few where u may land have their candidates' keys written, and the cut's bin
+//   and u's are sorted, in shared memory;
 // - otherwise the fewest leading bins that hold the top-k, or the top-p mass with a margin far
 //   above rounding, are the candidates, sorted as (value rank, id) keys in runs of whole bins (a
 //   flat row's many candidates in many segments at once).
@@ -361,8 +362,7 @@ __global__ void __launch_bounds__(kBins) threshold_kernel(const SampleParams* pa
 
 // Rows cut in order: the slice's candidates (bins up to the last; of a walk, only the bins it may
 // draw from) appended to their bins' segments (a place for each bin's share reserved at once,
-// then filled). Rows in id order: the slice's
-// kept mass (the min-p mask needs the row's sum).
+// then filled). Rows in id order: the slice's kept mass (the min-p mask needs the row's sum).
 __global__ void __launch_bounds__(kSliceThreads) slice_select_kernel(const float* x, const SampleParams* params,
                                                                      Slicing sl, Work w) {
   using SumD = cub::BlockReduce<double, kSliceThreads>;
