@@ -776,7 +776,7 @@ std::vector<OpCase> op_cases(const std::string& op) {
     cases.push_back(logprobs_case(3, 20000, 20, true, seed++));
     cases.push_back(logprobs_case(4, 9000, 8, false, seed++, true));
   } else if (op == "argmax_rows") {
-    // Rows of whole 16-byte pieces (read a piece a load on the GPU) and not (1, 1003).
+    // Rows of whole 16-byte pieces (read a piece a load on the GPU), and rows of 1,003 (read a float a load).
     for (auto [R, N] : {std::pair{1, 1}, {1, 4096}, {3, 1000}, {2, 1003}, {64, 128256}})
       for (bool ties : {false, true}) cases.push_back(argmax_rows_case(R, N, ties, seed++));
   }

@@ -571,7 +571,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* x, const 
     if (target < at_last) {
       // In an earlier bin: the first whose running mass exceeds the target.
       const int b = MinI(tmp.min).Reduce(tid < last && mass_before[tid + 1] / st.sum > target ? tid : INT_MAX, Smaller());
-      // Within the bins whose keys were written (threshold_kernel's margins keep it there).
+      // Within the bins whose keys were written (threshold_kernel's margins keep it there); the range
+      // is read here rather than kept in st, which cost this kernel a spilled register.
       if (tid == 0) shared_i = min(max(b == INT_MAX ? last - 1 : b, w.state[r].u_first), w.state[r].u_last);
       __syncthreads();
       const int at = shared_i;
