@@ -11,9 +11,9 @@ async function streamed(params) {
   const stream = await client.completions.create({ model, stream: true, stream_options: { include_usage: true }, ...params });
   const choices = [];
   let usage = null;
-  let chunks = 0;
+  let chunks = 0;  // those that carry text
   for await (const chunk of stream) {
-    chunks++;
+    if (chunk.choices.some((c) => c.text)) chunks++;
     if (chunk.usage) usage = chunk.usage;
     for (const c of chunk.choices) {
       const acc = (choices[c.index] ??= { text: '', finish_reason: null, tokens: [] });
@@ -36,7 +36,10 @@ run({
     assert.equal(s.choices[0].text, whole.choices[0].text);
     assert.equal(s.choices[0].finish_reason, whole.choices[0].finish_reason);
     assert.deepEqual(s.usage, whole.usage);
-    assert.ok(s.chunks > 3, 'the text arrives in pieces');
+    // The writer sends what is ready each time it runs, so on a busy machine tokens share chunks
+    // (4 text chunks of 40 tokens were seen with 6 busy processes on 2 cores); a server that held
+    // the text to the end would send one.
+    assert.ok(s.chunks >= 2, `the text arrives in pieces (${s.chunks} chunks)`);
   },
 
   async 'n > 1 with a seed: choices differ, streamed equals non-streamed'() {
