@@ -117,7 +117,7 @@ run({
   },
 
   async 'the server still answers after all of that'() {
-    // ok samples at temperature 1 with no seed: without ignore_eos an early EOS ends it at 1 token.
+    // ok samples with no seed: without ignore_eos an EOS drawn first ends it at 1 token.
     const r = await post('/v1/completions', { ...ok, ignore_eos: true });
     assert.equal(r.status, 200);
     assert.equal(r.json.usage.completion_tokens, 2);
