@@ -268,9 +268,7 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
     ResponseContext ctx;
     ctx.endpoint = endpoint;
     ctx.id = (endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + std::to_string(st.next_id++);
-    ctx.created =
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-            .count();
+    ctx.created = unix_seconds();
     ctx.model = st.cfg.served_model_name;
     ctx.codec = st.codec;
     ctx.logprobs = r.params.logprobs >= 0;

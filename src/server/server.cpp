@@ -109,7 +109,7 @@ int Server::start() {
   });
   http->Get("/v1/models", [&st](const httplib::Request&, httplib::Response& res) {
     json model = {
-        {"id", st.cfg.served_model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "tessera"}};
+        {"id", st.cfg.served_model_name}, {"object", "model"}, {"created", st.started}, {"owned_by", "tessera"}};
     if (st.ready) model["max_model_len"] = st.info.max_model_len;
     set_json(res, {{"object", "list"}, {"data", json::array({model})}});
   });

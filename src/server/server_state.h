@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "server/metrics.h"
@@ -12,8 +13,14 @@
 
 namespace tessera::server {
 
+// Seconds since the Unix epoch: the OpenAI objects' "created".
+inline int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 struct Server::State {
   ServerConfig cfg;
+  const int64_t started = unix_seconds();  // the served model's "created" in /v1/models
   Metrics metrics;
   std::atomic<bool> ready{false};
   AsyncEngine* engine = nullptr;  // set once, before `ready`

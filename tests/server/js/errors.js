@@ -93,6 +93,9 @@ run({
     const r = await (await fetch(`${base}/v1/models`, { headers: auth })).json();
     assert.equal(r.object, 'list');
     assert.deepEqual(r.data.map((m) => m.id), [model]);
+    // created: when this server started (unix seconds), not 0
+    const now = Date.now() / 1000;
+    assert.ok(r.data[0].created > now - 3600 && r.data[0].created <= now + 1, `created ${r.data[0].created}`);
   },
 
   async 'any value in any field gets 200 or a 4xx, never a crash'() {
