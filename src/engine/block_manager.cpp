@@ -48,7 +48,8 @@ int32_t BlockManager::take_free_block() {
 
 void BlockManager::reuse_cached_prefix(Sequence& seq) {
   TESSERA_CHECK(seq.block_table.empty(), "reuse_cached_prefix on a sequence that holds blocks");
-  int usable = (seq.num_prompt_tokens - 1) / block_size_;  // leave the last token to compute
+  // Leave the last token to compute; a sequence scoring its prompt computes all of it.
+  int usable = seq.prompt_logprobs >= 0 ? 0 : (seq.num_prompt_tokens - 1) / block_size_;
   uint64_t h = 0;
   for (int i = 0; i < usable; ++i) {
     const int32_t* toks = seq.tokens.data() + size_t(i) * block_size_;

@@ -108,6 +108,10 @@ int64_t Engine::add_request(Request req) {
   s->tokens = std::move(req.prompt);
   s->num_prompt_tokens = n;
   s->params = req.params;
+  TESSERA_CHECK(req.prompt_logprobs >= -1 && req.prompt_logprobs <= model_.vocab_size(),
+                "prompt_logprobs must be -1 (none) or 0 to the vocabulary size");
+  s->prompt_logprobs = req.prompt_logprobs;
+  if (s->prompt_logprobs >= 0) s->prompt_scores.resize(size_t(n - 1));
   s->max_tokens = req.max_tokens;
   s->stop_token_ids = std::move(req.stop_token_ids);
   s->rng.seed(req.seed ? *req.seed : std::random_device{}());
@@ -178,6 +182,13 @@ std::vector<TokenOutput> Engine::step() {
   }
   StepLogits logits = runner_.collect();
   auto t1 = Clock::now();
+  // The prompt's scores, by position (a recomputed prompt writes the same values again).
+  for (size_t r = 0; r < logits.score_position.size(); ++r) {
+    Sequence& s = *batch[size_t(logits.score_seq_index[r])].seq;
+    const size_t p = size_t(logits.score_position[r]);
+    TESSERA_CHECK(p < s.prompt_scores.size(), "engine: a prompt score past the prompt");
+    s.prompt_scores[p] = {logits.score_token[r], logits.score_logprob[r], std::move(logits.score_top[r])};
+  }
 
   // A sequence that finished after this step was launched ahead (a stop token in the step
   // before it, or an abort) drops its row.
@@ -217,6 +228,7 @@ std::vector<TokenOutput> Engine::step() {
     else if (s.num_generated() >= s.max_tokens) reason = FinishReason::Length;
     if (reason != FinishReason::None) finish(s, reason);
     out.push_back({s.id, res.token, std::move(res), reason != FinishReason::None, reason});
+    if (s.prompt_logprobs >= 0 && s.num_generated() == 1) out.back().prompt_scores = std::move(s.prompt_scores);
   }
   retired_.clear();  // a step launched ahead holds only running sequences
   return out;

@@ -35,6 +35,7 @@ struct Request {
   int max_tokens = 16;
   std::vector<int32_t> stop_token_ids;  // EOS ids and any the caller adds
   std::optional<uint64_t> seed;         // none: a random seed
+  int prompt_logprobs = -1;             // see Sequence::prompt_logprobs
 };
 
 struct TokenOutput {
@@ -43,6 +44,8 @@ struct TokenOutput {
   SampleResult sample;
   bool finished;
   FinishReason finish_reason;
+  // With the sequence's first token, where it asked for them: Sequence::prompt_scores.
+  std::vector<SampleResult> prompt_scores = {};
 };
 
 class Engine {

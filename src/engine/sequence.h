@@ -22,6 +22,10 @@ struct Sequence {
   std::vector<uint64_t> block_hashes;   // chained hashes of the full blocks registered so far
 
   SamplingParams params;
+  // -1: none; N >= 0: each prompt token's logprob given the tokens before it, with the top N.
+  // Such a sequence computes its whole prompt (no prefix-cache hits).
+  int prompt_logprobs = -1;
+  std::vector<SampleResult> prompt_scores;  // [num_prompt_tokens - 1]: tokens 1.. of the prompt
   int max_tokens = 0;                   // generated tokens allowed
   std::vector<int32_t> stop_token_ids;  // finish when one is generated (EOS unless ignored)
   Rng rng;

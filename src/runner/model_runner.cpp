@@ -66,16 +66,25 @@ ModelRunner::Inputs ModelRunner::flatten(const std::vector<ScheduledSeq>& batch,
   if (table_width == 0)
     for (auto& s : batch) in.table_width = std::max({in.table_width, 1, int(s.seq->block_table.size())});
   in.tables.assign(batch.size() * size_t(in.table_width), 0);
+  std::vector<int32_t> score_rows;  // after the sampling rows
   for (size_t i = 0; i < batch.size(); ++i) {
     const Sequence& q = *batch[i].seq;
     const int known = q.num_tokens() + ahead;  // tokens once the drawn step's are in
     int begin = q.num_computed_tokens + ahead, end = begin + batch[i].num_new_tokens;
+    const bool scores_prompt = !all_rows && q.prompt_logprobs >= 0 && q.num_generated() == 0;
     for (int p = begin; p < end; ++p) {
       // Sampling needs the row after the last known token; scoring wants every row.
       if (all_rows || (p == end - 1 && end == known)) {
         in.rows.push_back(int32_t(in.ids.size()));
         out.seq_index.push_back(int(i));
         out.position.push_back(p);
+      }
+      if (scores_prompt && p + 1 < q.num_prompt_tokens) {
+        score_rows.push_back(int32_t(in.ids.size()));
+        out.score_seq_index.push_back(int(i));
+        out.score_position.push_back(p);
+        out.score_token.push_back(q.tokens[size_t(p) + 1]);
+        in.score_top.push_back(q.prompt_logprobs);
       }
       in.ids.push_back(p < q.num_tokens() ? q.tokens[p] : 0);
       in.positions.push_back(p);
@@ -89,6 +98,7 @@ ModelRunner::Inputs ModelRunner::flatten(const std::vector<ScheduledSeq>& batch,
     in.max_query = std::max(in.max_query, end - begin);
     in.max_context = std::max(in.max_context, end);
   }
+  in.rows.insert(in.rows.end(), score_rows.begin(), score_rows.end());
   return in;
 }
 
@@ -202,6 +212,7 @@ void ModelRunner::start(const std::vector<ScheduledSeq>& batch, bool all_rows, i
   auto t = Clock::now();
   StepLogits out;
   Tensor logits;
+  std::vector<int> score_top;
   if (replayable(batch, all_rows)) {
     int longest = 0;
     for (auto& s : batch) longest = std::max(longest, s.seq->num_tokens() + ahead);
@@ -209,15 +220,17 @@ void ModelRunner::start(const std::vector<ScheduledSeq>& batch, bool all_rows, i
     const int context = context_bucket(longest);
     const int width = (context + cache_.block_size - 1) / cache_.block_size;
     Inputs in = flatten(batch, false, width, ahead, out);
+    score_top = std::move(in.score_top);
     lap(t, times_.prepare);
     logits = forward_replayed(std::move(in), seqs, context, ids).slice_rows(0, int64_t(batch.size()));
   } else {
     Inputs in = flatten(batch, all_rows, 0, ahead, out);
+    score_top = std::move(in.score_top);
     lap(t, times_.prepare);
     logits = forward(in, ids);
   }
   lap(t, times_.enqueue);
-  launched_ = Launched{logits, std::move(out)};
+  launched_ = Launched{logits, std::move(out), std::move(score_top)};
 }
 
 StepLogits ModelRunner::finish(const Draws* draws) {
@@ -237,10 +250,15 @@ void ModelRunner::draw(const Draws* draws) {
   Tensor logits = std::move(launched_->logits);
   Drawn d;
   d.out = std::move(launched_->out);
+  const std::vector<int> score_top = std::move(launched_->score_top);
   launched_.reset();
   StepLogits& out = d.out;
   const int num_logits = int(out.seq_index.size());
   out.vocab = model_.vocab_size();
+  if (!score_top.empty()) {  // the prompt scores' rows follow the sampling rows
+    draw_scores(logits, num_logits, score_top, d);
+    logits = logits.slice_rows(0, num_logits);
+  }
   int64_t host_rows = num_logits;  // rows whose logits come back
   if (draws) {
     const std::vector<RowSampling>& rows = draws->rows;
@@ -292,6 +310,19 @@ void ModelRunner::draw(const Draws* draws) {
   drawn_ = std::move(d);
 }
 
+void ModelRunner::draw_scores(const Tensor& logits, int64_t first, const std::vector<int>& top, Drawn& d) {
+  const StepLogits& out = d.out;
+  const int64_t n = int64_t(top.size());
+  std::vector<int32_t> rows(static_cast<size_t>(n)), tokens(static_cast<size_t>(first + n), 0);
+  for (int64_t i = 0; i < n; ++i) rows[size_t(i)] = int32_t(first + i), tokens[size_t(first + i)] = out.score_token[size_t(i)];
+  d.score_top = std::min(*std::max_element(top.begin(), top.end()), out.vocab);
+  for (int k : top) d.score_counts.push_back(std::min(k, d.score_top));
+  Tensor lp = be_.empty(DType::F32, {n, 1 + d.score_top}), ids = be_.empty(DType::I32, {n, std::max(d.score_top, 1)});
+  be_.logprobs(logits, upload_i32(rows, {n}), upload_i32(tokens, {first + n}), d.score_top, lp, ids);
+  be_.download_async(lp, host_buffer(score_lp_host_, DType::F32, lp.numel()));
+  if (d.score_top > 0) be_.download_async(ids, host_buffer(score_best_host_, DType::I32, ids.numel()));
+}
+
 StepLogits ModelRunner::collect() {
   TESSERA_CHECK(drawn_.has_value(), "runner: collect() without a drawn step");
   auto t = Clock::now();
@@ -310,6 +341,17 @@ StepLogits ModelRunner::collect() {
       const int32_t* best = top > 0 ? best_host_.data<int32_t>() + i * size_t(top) : nullptr;
       out.token_logprob[r] = v[0];
       for (int k = 0; k < d.lp_counts[i]; ++k) out.top_logprobs[r].emplace_back(best[k], v[1 + k]);
+    }
+  }
+  if (!d.score_counts.empty()) {
+    const size_t n = d.score_counts.size(), top = size_t(d.score_top);
+    out.score_logprob.resize(n);
+    out.score_top.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const float* v = score_lp_host_.data<float>() + i * (1 + top);
+      out.score_logprob[i] = v[0];
+      for (int k = 0; k < d.score_counts[i]; ++k)
+        out.score_top[i].emplace_back(score_best_host_.data<int32_t>()[i * top + size_t(k)], v[1 + k]);
     }
   }
   out.logits = {d.host_logits > 0 ? logits_host_.data<float>() : nullptr, size_t(d.host_logits)};

@@ -34,6 +34,13 @@ struct StepLogits {
   std::vector<float> token_logprob;
   std::vector<std::vector<std::pair<int32_t, float>>> top_logprobs;
   int vocab = 0;
+  // Prompt scores (Sequence::prompt_logprobs), apart from the rows above: per scored position of
+  // a sequence still in its prompt, the next prompt token's logprob and the top-n list, computed
+  // where the logits are.
+  std::vector<int> score_seq_index, score_position;
+  std::vector<int32_t> score_token;  // the prompt token scored: the one after score_position
+  std::vector<float> score_logprob;
+  std::vector<std::vector<std::pair<int32_t, float>>> score_top;
 };
 
 // How each logits row of a step is drawn (ModelRunner::run): by the backend, rows[i] for row i
@@ -94,6 +101,7 @@ class ModelRunner {
   // A step's inputs on the host, in ForwardBatch's layout.
   struct Inputs {
     std::vector<int32_t> ids, positions, slots, starts{0}, context_lens, rows, tables;
+    std::vector<int> score_top;  // per prompt score, the top-n its sequence asks for
     int table_width = 1, max_query = 0, max_context = 0;
   };
   struct Replay;
@@ -122,12 +130,13 @@ class ModelRunner {
   const bool replay_;
   std::map<std::pair<int, int>, Replay> replays_;  // by (padded batch, context bucket)
   // Where a drawn step's results come back, reused across steps (page-locked on a GPU).
-  Tensor logits_host_, ids_host_, lp_host_, best_host_;
+  Tensor logits_host_, ids_host_, lp_host_, best_host_, score_lp_host_, score_best_host_;
   int64_t replayed_uploads_ = 0;  // picks each replayed step's host input buffer (Replay::host)
   // Between launch() and draw(): the forward's logits and the rows' bookkeeping.
   struct Launched {
     Tensor logits;
     StepLogits out;
+    std::vector<int> score_top;  // Inputs::score_top
   };
   std::optional<Launched> launched_;
   // Between draw() and collect(): what comes back, and the chosen ids on the backend.
@@ -138,8 +147,13 @@ class ModelRunner {
     std::vector<int> lp_counts;    // how many of the top `top` each of them lists
     int top = 0;
     int64_t host_logits = 0;      // elements of logits coming back
+    std::vector<int> score_counts;  // per prompt score, how many of the top `score_top` it lists
+    int score_top = 0;
   };
   std::optional<Drawn> drawn_;
+  // Enqueues the prompt scores of a launched step: logits rows from `first` on, one per entry of
+  // `top` (the top-n each asks for); collect() reads them.
+  void draw_scores(const Tensor& logits, int64_t first, const std::vector<int>& top, Drawn& d);
   RunTimes times_;
 };
 
