@@ -25,6 +25,7 @@ struct StreamEvent {
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
   int num_cached_tokens = 0;  // prompt tokens that came from the prefix cache
+  std::vector<SampleResult> prompt_scores;  // TokenOutput::prompt_scores
   std::string error;          // non-empty: the engine refused or lost the request
 };
 

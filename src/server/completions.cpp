@@ -77,6 +77,9 @@ std::vector<ChoiceSpec> build_choices(const Server::State& st, const GenerationR
     for (int32_t id : ids) check_token(st, id, field);
     int64_t n = int64_t(ids.size());
     int64_t max_tokens = r.max_tokens ? *r.max_tokens : limit - n;
+    // An echoed prompt alone (max_tokens 0): the engine still makes one token, never shown.
+    const bool prompt_only = r.echo && max_tokens == 0;
+    if (prompt_only) max_tokens = 1;
     if (n + max_tokens > limit || max_tokens < 1)
       throw ApiError(
           400,
@@ -91,7 +94,8 @@ std::vector<ChoiceSpec> build_choices(const Server::State& st, const GenerationR
       q.max_tokens = int(max_tokens);
       q.stop_token_ids = stop_ids;
       if (r.seed) q.seed = *r.seed + uint64_t(j);
-      out.push_back({std::move(q), int(p)});
+      if (r.echo) q.prompt_logprobs = r.params.logprobs;  // -1 without logprobs
+      out.push_back({std::move(q), int(p), r.echo, prompt_only});
     }
   }
   return out;

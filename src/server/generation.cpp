@@ -25,6 +25,8 @@ Generation::Generation(AsyncEngine& engine, const TextCodec* codec, std::vector<
     c.prompt_index = s.prompt_index;
     c.num_prompt_tokens = int(s.request.prompt.size());
     c.logprobs = s.request.params.logprobs >= 0;
+    c.echo = s.echo, c.prompt_only = s.prompt_only;
+    if (c.echo) c.prompt = s.request.prompt;
     if (codec) c.decoder = codec->decoder(/*keep_special=*/parser != nullptr);
     if (codec && parser) {
       tools::ParserOptions o = *parser;
@@ -64,11 +66,18 @@ void Generation::consume(StreamEvent& e, ChoiceDelta& d) {
     c.first_token = now;
     c.cached_tokens = e.num_cached_tokens;
     metrics_.observe_ttft(std::chrono::duration<double>(now - arrival_).count());
+    if (c.echo) echo_prompt(c, d, e.prompt_scores);
   } else {
     metrics_.observe_itl(std::chrono::duration<double>(now - c.last_token).count());
   }
   c.last_token = now;
   ++c.generated;
+  if (c.prompt_only) {  // the engine's one token stays unseen
+    if (!e.finished) stream_->cancel(e.index);
+    c.generated = 0;
+    finish(c, d, "length");
+    return;
+  }
 
   // A stop token (EOS or a stop id) ends the text without being part of it.
   bool stop_token = e.finished && e.finish_reason == FinishReason::Stop;
@@ -77,7 +86,7 @@ void Generation::consume(StreamEvent& e, ChoiceDelta& d) {
     if (e.finished && c.decoder) piece += c.decoder->flush();
     StopMatcher::Result r = c.stop.push(piece);
     d.token_ids.push_back(e.token);
-    if (c.logprobs) d.logprobs.push_back({e.token, e.sample.logprob, std::move(e.sample.top), c.text_len});
+    if (c.logprobs) d.logprobs.push_back({e.token, true, e.sample.logprob, std::move(e.sample.top), c.text_len});
     emit(c, d, r.text);
     if (r.stopped) {
       stream_->cancel(e.index);
@@ -90,6 +99,22 @@ void Generation::consume(StreamEvent& e, ChoiceDelta& d) {
   if (e.finished) {
     emit(c, d, c.stop.flush());
     finish(c, d, e.finish_reason == FinishReason::Length ? "length" : "stop");
+  }
+}
+
+void Generation::echo_prompt(Choice& c, ChoiceDelta& d, std::vector<SampleResult>& scores) {
+  std::unique_ptr<TextDecoder> decoder = codec_ ? codec_->decoder(/*keep_special=*/false) : nullptr;
+  const bool scored = c.logprobs && scores.size() + 1 == c.prompt.size();
+  for (size_t i = 0; i < c.prompt.size(); ++i) {
+    if (scored) {
+      TokenLogprob lp{c.prompt[i], i > 0, 0.0f, {}, c.text_len};
+      if (i > 0) lp.logprob = scores[i - 1].logprob, lp.top = std::move(scores[i - 1].top);
+      d.logprobs.push_back(std::move(lp));
+    }
+    std::string piece = decoder ? decoder->push(c.prompt[i]) : std::string();
+    if (i + 1 == c.prompt.size() && decoder) piece += decoder->flush();
+    d.text += piece;
+    c.text_len += piece.size();
   }
 }
 

@@ -18,6 +18,7 @@ namespace tessera::server {
 
 struct TokenLogprob {
   int32_t id = 0;
+  bool has_logprob = true;  // false: an echoed prompt's first token, which nothing precedes
   float logprob = 0;
   std::vector<std::pair<int32_t, float>> top;
   size_t text_offset = 0;  // where the token's text starts in the choice's text so far
@@ -49,6 +50,11 @@ struct Usage {
 struct ChoiceSpec {
   Request request;
   int prompt_index = 0;  // which prompt (choices of one prompt share its usage)
+  // The prompt's text (and, where request.prompt_logprobs is set, its tokens' logprobs) comes
+  // first in the choice; with prompt_only (max_tokens 0) nothing else does: the one token the
+  // engine generates is not shown or counted.
+  bool echo = false;
+  bool prompt_only = false;
 };
 
 class Generation {
@@ -82,6 +88,8 @@ class Generation {
     int cached_tokens = 0;
     int generated = 0;
     bool logprobs = false;
+    bool echo = false, prompt_only = false;
+    std::vector<int32_t> prompt;  // with echo
     std::unique_ptr<TextDecoder> decoder;
     StopMatcher stop;
     std::unique_ptr<tools::StreamParser> parser;
@@ -93,6 +101,8 @@ class Generation {
     Clock::time_point first_token, last_token;
   };
   void consume(StreamEvent& e, ChoiceDelta& d);
+  // The echoed prompt: its text and, with logprobs, its tokens' (the first has none).
+  void echo_prompt(Choice& c, ChoiceDelta& d, std::vector<SampleResult>& scores);
   void finish(Choice& c, ChoiceDelta& d, const std::string& reason);
   void emit(Choice& c, ChoiceDelta& d, const std::string& text);
   void add_parsed(Choice& c, ChoiceDelta& d, tools::Delta p, bool last);

@@ -84,7 +84,8 @@ PromptInput ids_prompt(std::vector<int32_t> ids) {
 }
 
 // Fields both endpoints share.
-void parse_common(const json& body, GenerationRequest& r) {
+// min_tokens: the least max_tokens accepted (0 only for a completion that echoes its prompt).
+void parse_common(const json& body, GenerationRequest& r, int min_tokens = 1) {
   if (const json* v = field(body, "model")) {
     if (!v->is_string()) bad("model", "must be a string");
     r.model = v->get<std::string>();
@@ -120,8 +121,8 @@ void parse_common(const json& body, GenerationRequest& r) {
     }
   }
 
-  auto mt = integer(body, "max_completion_tokens", 1, std::numeric_limits<int32_t>::max());
-  if (!mt) mt = integer(body, "max_tokens", 1, std::numeric_limits<int32_t>::max());
+  auto mt = integer(body, "max_completion_tokens", min_tokens, std::numeric_limits<int32_t>::max());
+  if (!mt) mt = integer(body, "max_tokens", min_tokens, std::numeric_limits<int32_t>::max());
   if (mt) r.max_tokens = int(*mt);
   r.n = int(integer(body, "n", 1, 128).value_or(1));
   if (auto s =
@@ -222,7 +223,8 @@ GenerationRequest parse_completion_request(const json& body, const SamplingParam
   r.endpoint = Endpoint::Completion;
   r.params = defaults;
   r.params.logprobs = -1;
-  parse_common(body, r);
+  r.echo = boolean(body, "echo").value_or(false);
+  parse_common(body, r, r.echo ? 0 : 1);
 
   const json* p = field(body, "prompt");
   if (!p) bad("prompt", "is required");
@@ -245,7 +247,6 @@ GenerationRequest parse_completion_request(const json& body, const SamplingParam
     bad("prompt", shape);
   }
   if (auto lp = integer(body, "logprobs", 0, 20)) r.params.logprobs = int(*lp);
-  if (boolean(body, "echo").value_or(false)) throw ApiError(400, "'echo' is not supported", "echo");
   if (field(body, "suffix")) throw ApiError(400, "'suffix' is not supported", "suffix");
   return r;
 }

@@ -28,7 +28,10 @@ struct GenerationRequest {
   std::vector<PromptInput> prompts;  // completions: one or more
   ChatInput chat;                    // chat: the conversation to render
   SamplingParams params;             // logprobs < 0: none
-  std::optional<int> max_tokens;     // none: up to the context length
+  std::optional<int> max_tokens;     // none: up to the context length; 0 only with echo
+  // Completions: the prompt's text (and, with logprobs, its tokens' logprobs) before each
+  // choice's completion, as OpenAI's legacy API gives them for scoring.
+  bool echo = false;
   int n = 1;
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;

@@ -35,10 +35,10 @@ json completion_logprobs(const ResponseContext& ctx, const std::vector<TokenLogp
   json tokens = json::array(), values = json::array(), tops = json::array(), offsets = json::array();
   for (const auto& lp : lps) {
     tokens.push_back(token_text(ctx, lp.id));
-    values.push_back(lp.logprob);
+    values.push_back(lp.has_logprob ? json(lp.logprob) : json(nullptr));
     json top = json::object();
     for (auto [id, v] : lp.top) top[token_text(ctx, id)] = v;
-    tops.push_back(top);
+    tops.push_back(lp.has_logprob ? top : json(nullptr));
     offsets.push_back(lp.text_offset);
   }
   return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};

@@ -112,7 +112,13 @@ TEST(OpenAiRequest, WrongTypesAndRangesNameTheField) {
   EXPECT_EQ(rejected_param(with("stream_options", {{"include_usage", true}})), "stream_options");
   EXPECT_EQ(rejected_param(with("response_format", {{"type", "json_schema"}})), "response_format");
   EXPECT_EQ(rejected_param(with("response_format", {{"type", "text"}})), "");
-  EXPECT_EQ(rejected_param(with("echo", true)), "echo");
+  EXPECT_EQ(rejected_param(with("echo", true)), "");
+  EXPECT_EQ(rejected_param(with("echo", 1)), "echo");
+  json echo_only = with("echo", true);
+  echo_only["max_tokens"] = 0;  // the prompt alone, scored: allowed only with echo
+  EXPECT_EQ(rejected_param(echo_only), "");
+  echo_only["max_tokens"] = -1;
+  EXPECT_EQ(rejected_param(echo_only), "max_tokens");
   EXPECT_EQ(rejected_param({{"messages", "hi"}}, Endpoint::Chat), "messages");
   EXPECT_EQ(rejected_param({{"messages", {{{"content", "x"}}}}}, Endpoint::Chat), "messages");
   EXPECT_EQ(rejected_param({{"messages", {{{"role", "user"}, {"content", 5}}}}}, Endpoint::Chat), "messages");

@@ -76,6 +76,55 @@ run({
     assert.deepEqual(s.choices[0].tokens, lp.tokens);
   },
 
+  async 'echo with logprobs scores the prompt, as lm-eval reads it'() {
+    // A prompt whose last 8 tokens are the model's own greedy continuation, with their logprobs.
+    const gen = await client.completions.create({ model, prompt, max_tokens: 8, temperature: 0, logprobs: 1,
+      ignore_eos: true, return_token_ids: true });
+    const n = gen.prompt_token_ids[0].length, ids = gen.prompt_token_ids[0].concat(gen.choices[0].token_ids);
+    // lm-eval's loglikelihood request: the prompt echoed with its tokens' logprobs, one token made.
+    const params = { prompt: ids, max_tokens: 1, temperature: 0, echo: true, logprobs: 1 };
+    const r = await client.completions.create({ model, ...params });
+    const c = r.choices[0], lp = c.logprobs;
+    assert.equal(c.text, prompt + gen.choices[0].text + lp.tokens[ids.length]);
+    assert.equal(lp.tokens.length, ids.length + 1);
+    assert.equal(r.usage.prompt_tokens, ids.length);
+    assert.equal(lp.token_logprobs[0], null);
+    assert.equal(lp.top_logprobs[0], null);
+    for (let i = 1; i < lp.tokens.length; i++) {
+      assert.ok(lp.token_logprobs[i] <= Math.max(...Object.values(lp.top_logprobs[i])), `position ${i}`);
+      if (i > 1) assert.ok(c.text.slice(lp.text_offset[i]).startsWith(lp.tokens[i]), `offset of token ${i}`);
+    }
+    // The continuation's tokens: the logprobs their generation gave (a decode step's products sum
+    // in another order than a prompt's on the CPU: ~1e-6 apart), and each the most likely, to the
+    // bit, as lm-eval's is_greedy compares them.
+    for (let k = 0; k <= 8; k++) {
+      const got = lp.token_logprobs[n + k];
+      if (k < 8) assert.ok(Math.abs(got - gen.choices[0].logprobs.token_logprobs[k]) < 1e-4, `token ${k}`);
+      assert.equal(got, Math.max(...Object.values(lp.top_logprobs[n + k])), `token ${k} is greedy`);
+    }
+    // Again: the same values (a prompt scored is computed whole, not taken from the prefix cache).
+    const again = await client.completions.create({ model, ...params });
+    assert.deepEqual(again.choices[0].logprobs.token_logprobs, lp.token_logprobs);
+    // Streamed: the prompt comes first, and the rest as without streaming.
+    const s = await streamed(params);
+    assert.equal(s.choices[0].text, c.text);
+    assert.deepEqual(s.choices[0].tokens, lp.tokens);
+  },
+
+  async 'echo with max_tokens 0 gives the prompt alone'() {
+    const r = await client.completions.create({ model, prompt, max_tokens: 0, echo: true, logprobs: 0 });
+    const c = r.choices[0];
+    assert.equal(c.text, prompt);
+    assert.equal(c.finish_reason, 'length');
+    assert.equal(r.usage.completion_tokens, 0);
+    assert.equal(c.logprobs.tokens.length, r.usage.prompt_tokens);
+    assert.deepEqual(c.logprobs.top_logprobs.slice(1).map((t) => Object.keys(t).length), Array(r.usage.prompt_tokens - 1).fill(0));
+    const plain = await client.completions.create({ model, prompt, max_tokens: 0, echo: true });
+    assert.equal(plain.choices[0].text, prompt);
+    assert.equal(plain.choices[0].logprobs, null);
+    await assert.rejects(client.completions.create({ model, prompt, max_tokens: 0 }), /max_tokens/);
+  },
+
   async 'no KV blocks are left in use'() {
     assert.equal(await idle_blocks(base), 0);
   },
