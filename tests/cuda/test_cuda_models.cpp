@@ -76,6 +76,25 @@ std::vector<std::vector<SampleResult>> draws_with_logprobs(Model& model, Backend
   return out;
 }
 
+// A prompt's scores (Request::prompt_logprobs), through the engine, its prompt in chunks of 16.
+std::vector<SampleResult> prompt_scores(Model& model, Backend& be, const std::vector<int32_t>& prompt, int top) {
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  cfg.scheduler.max_num_batched_tokens = 16;
+  Engine engine(model, be, cfg);
+  Request r;
+  r.prompt = prompt;
+  r.max_tokens = 1;
+  r.params.temperature = 0;
+  r.prompt_logprobs = top;
+  engine.add_request(r);
+  std::vector<SampleResult> out;
+  while (engine.has_work())
+    for (auto& o : engine.step())
+      if (!o.prompt_scores.empty()) out = std::move(o.prompt_scores);
+  return out;
+}
+
 class CudaModels : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaModels, MatchCpuBackend) {
@@ -169,6 +188,21 @@ TEST_P(CudaModels, MatchCpuBackend) {
     }
   }
   std::printf("MODEL %-14s logprobs on the GPU vs the host's: largest difference %.2e\n", GetParam().c_str(), worst);
+
+  // A prompt's scores, computed where the logits are on both: the same limits.
+  auto sa = prompt_scores(*on_cpu.model, *cpu, prompts[2], 3), sb = prompt_scores(*on_gpu.model, *gpu, prompts[2], 3);
+  ASSERT_EQ(sa.size(), prompts[2].size() - 1);
+  ASSERT_EQ(sb.size(), sa.size());
+  double worst_score = 0;
+  for (size_t i = 0; i < sa.size(); ++i) {
+    EXPECT_EQ(sb[i].token, prompts[2][i + 1]);
+    ASSERT_EQ(sb[i].top.size(), size_t(3));
+    worst_score = std::max(worst_score, double(std::abs(sa[i].logprob - sb[i].logprob)));
+    EXPECT_NEAR(sa[i].logprob, sb[i].logprob, lim.exact_greedy ? 1e-4 : 0.1) << "prompt score " << i;
+    EXPECT_NEAR(sa[i].top[0].second, sb[i].top[0].second, lim.exact_greedy ? 1e-4 : 0.1) << "prompt score " << i;
+  }
+  std::printf("MODEL %-14s prompt scores on the GPU vs the CPU: largest difference %.2e\n", GetParam().c_str(),
+              worst_score);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModels,
