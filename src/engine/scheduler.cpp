@@ -20,6 +20,11 @@ void Scheduler::preempt(Sequence* seq) {
   ++num_preemptions_;
 }
 
+int Scheduler::chunk(const Sequence& seq, int budget) {
+  const int n = std::min(seq.num_tokens() - seq.num_computed_tokens, budget);
+  return seq.prompt_logprobs >= 0 && seq.num_generated() == 0 ? std::min(n, kMaxScoredTokensPerStep) : n;
+}
+
 std::vector<ScheduledSeq> Scheduler::schedule() {
   std::vector<ScheduledSeq> out;
   int budget = cfg_.max_num_batched_tokens;
@@ -27,7 +32,7 @@ std::vector<ScheduledSeq> Scheduler::schedule() {
   // Running sequences, oldest first; the newest are preempted when blocks run short.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* s = running_[i];
-    int n = std::min(s->num_tokens() - s->num_computed_tokens, budget);
+    int n = chunk(*s, budget);
     if (n <= 0) {
       ++i;
       continue;
@@ -50,7 +55,7 @@ std::vector<ScheduledSeq> Scheduler::schedule() {
   while (!waiting_.empty() && budget > 0 && int(running_.size()) < cfg_.max_num_seqs) {
     Sequence* s = waiting_.front();
     blocks_.reuse_cached_prefix(*s);
-    int n = std::min(s->num_tokens() - s->num_computed_tokens, budget);
+    int n = chunk(*s, budget);
     if (!blocks_.ensure_capacity(*s, s->num_computed_tokens + n)) {
       blocks_.release(*s);
       s->num_cached_tokens = 0;

@@ -17,6 +17,11 @@ struct SchedulerConfig {
   int max_num_batched_tokens = 2048;
 };
 
+// The most prompt tokens a step computes of a sequence scoring its prompt
+// (Sequence::prompt_logprobs): each brings a row of logits as wide as the vocabulary (512 rows of
+// a 128k vocabulary: 256 MB), beyond what the KV budget's profiled step measured.
+constexpr int kMaxScoredTokensPerStep = 512;
+
 struct ScheduledSeq {
   Sequence* seq;
   int num_new_tokens;  // computes tokens [num_computed_tokens, num_computed_tokens + num_new_tokens)
@@ -38,6 +43,9 @@ class Scheduler {
 
  private:
   void preempt(Sequence* seq);
+  // The tokens a step gives seq within `budget`: its pending ones, at most
+  // kMaxScoredTokensPerStep while it scores its prompt.
+  static int chunk(const Sequence& seq, int budget);
 
   SchedulerConfig cfg_;
   BlockManager& blocks_;

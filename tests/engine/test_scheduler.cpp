@@ -34,6 +34,21 @@ TEST(Scheduler, ChunksPrefillUnderTheTokenBudget) {
   EXPECT_EQ(chunks, (std::vector<int>{10, 10, 5}));
 }
 
+// A sequence scoring its prompt takes at most kMaxScoredTokensPerStep of it a step (a row of
+// logits each); another one in the same step takes what the budget leaves.
+TEST(Scheduler, ChunksAScoredPromptSmaller) {
+  BlockManager bm(1024, 4);
+  Scheduler sch({.max_num_seqs = 8, .max_num_batched_tokens = 2048}, bm);
+  Sequence scored = make_seq(1300), plain = make_seq(1300);
+  scored.prompt_logprobs = 0;
+  sch.add(&scored);
+  sch.add(&plain);
+  auto b = sch.schedule();
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].num_new_tokens, kMaxScoredTokensPerStep);
+  EXPECT_EQ(b[1].num_new_tokens, 1300);
+}
+
 TEST(Scheduler, DecodesRunningBeforeAdmittingAndRespectsSeatLimit) {
   BlockManager bm(64, 4);
   Scheduler sch({.max_num_seqs = 2, .max_num_batched_tokens = 12}, bm);
