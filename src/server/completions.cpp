@@ -244,16 +244,10 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
                        httplib::Response& res) {
   Clock::time_point t0 = Clock::now();
   try {
-    json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-    if (body.is_discarded()) throw ApiError(400, "the request body is not valid JSON");
+    json body = request_json(req.body);
     GenerationRequest r = endpoint == Endpoint::Chat ? parse_chat_request(body, st.info.defaults, req.body)
                                                      : parse_completion_request(body, st.info.defaults);
-    if (!r.model.empty() && r.model != st.cfg.served_model_name)
-      throw ApiError(404,
-                     "the model '" + r.model + "' does not exist (this server serves '" +
-                         st.cfg.served_model_name + "')",
-                     "model");
-    if (!st.ready) throw ApiError(503, "the model is loading");
+    check_served_model(st, r.model);
 
     std::string rendered;
     std::vector<std::vector<int32_t>> prompts = tokenize_prompts(st, r, rendered);
@@ -321,8 +315,7 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
         });
   } catch (const ApiError& e) {
     st.metrics.count_request(e.status());
-    res.status = e.status();
-    res.set_content(e.to_json().dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+    set_error(res, e);
   }
 }
 

@@ -84,12 +84,41 @@ PromptInput ids_prompt(std::vector<int32_t> ids) {
 }
 
 // Fields both endpoints share.
+std::string model_name(const json& body) {
+  const json* v = field(body, "model");
+  if (v && !v->is_string()) bad("model", "must be a string");
+  return v ? v->get<std::string>() : std::string();
+}
+
+// The conversation of a chat request, keys in the order sent (`raw`: the body as sent, or empty).
+ChatInput chat_input(const json& body, const std::string& raw) {
+  const json* msgs = field(body, "messages");
+  if (!msgs) bad("messages", "is required");
+  if (!msgs->is_array() || msgs->empty()) bad("messages", "must be a non-empty array");
+  for (const json& m : *msgs) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      bad("messages", "must be objects with a string 'role'");
+    if (m.contains("content") && !m["content"].is_null() && !m["content"].is_string() &&
+        !m["content"].is_array())
+      bad("messages", "content must be a string, an array of parts or null");
+  }
+  if (const json* t = field(body, "tools"); t && !t->is_array()) bad("tools", "must be an array");
+  if (const json* k = field(body, "chat_template_kwargs"); k && !k->is_object())
+    bad("chat_template_kwargs", "must be an object");
+  auto ordered =
+      raw.empty() ? nlohmann::ordered_json::parse(body.dump()) : nlohmann::ordered_json::parse(raw);
+  ChatInput c;
+  c.messages = ordered["messages"];
+  if (field(body, "tools")) c.tools = ordered["tools"];
+  c.template_kwargs = field(body, "chat_template_kwargs") ? ordered["chat_template_kwargs"]
+                                                          : nlohmann::ordered_json::object();
+  c.add_generation_prompt = boolean(body, "add_generation_prompt").value_or(true);
+  return c;
+}
+
 // min_tokens: the least max_tokens accepted (0 only for a completion that echoes its prompt).
 void parse_common(const json& body, GenerationRequest& r, int min_tokens = 1) {
-  if (const json* v = field(body, "model")) {
-    if (!v->is_string()) bad("model", "must be a string");
-    r.model = v->get<std::string>();
-  }
+  r.model = model_name(body);
   SamplingParams& p = r.params;
   if (auto x = number(body, "temperature", 0, 2)) p.temperature = float(*x);
   if (auto x = number(body, "top_p", 0, 1)) {
@@ -181,23 +210,7 @@ GenerationRequest parse_chat_request(const json& body, const SamplingParams& def
   r.params.logprobs = -1;
   parse_common(body, r);
 
-  const json* msgs = field(body, "messages");
-  if (!msgs) bad("messages", "is required");
-  if (!msgs->is_array() || msgs->empty()) bad("messages", "must be a non-empty array");
-  for (const json& m : *msgs) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      bad("messages", "must be objects with a string 'role'");
-    if (m.contains("content") && !m["content"].is_null() && !m["content"].is_string() &&
-        !m["content"].is_array())
-      bad("messages", "content must be a string, an array of parts or null");
-  }
-  if (const json* t = field(body, "tools"); t && !t->is_array()) bad("tools", "must be an array");
-  if (const json* k = field(body, "chat_template_kwargs"); k && !k->is_object())
-    bad("chat_template_kwargs", "must be an object");
-  auto ordered =
-      raw.empty() ? nlohmann::ordered_json::parse(body.dump()) : nlohmann::ordered_json::parse(raw);
-  r.chat.messages = ordered["messages"];
-  if (field(body, "tools")) r.chat.tools = ordered["tools"];
+  r.chat = chat_input(body, raw);
   if (const json* c = field(body, "tool_choice")) {
     bool named = c->is_object() && c->contains("function") && (*c)["function"].is_object() &&
                  (*c)["function"].contains("name") && (*c)["function"]["name"].is_string();
@@ -206,9 +219,6 @@ GenerationRequest parse_chat_request(const json& body, const SamplingParams& def
     r.tool_choice = *c;
   }
   r.parallel_tool_calls = boolean(body, "parallel_tool_calls").value_or(true);
-  r.chat.template_kwargs = field(body, "chat_template_kwargs") ? ordered["chat_template_kwargs"]
-                                                               : nlohmann::ordered_json::object();
-  r.chat.add_generation_prompt = boolean(body, "add_generation_prompt").value_or(true);
 
   bool logprobs = boolean(body, "logprobs").value_or(false);
   auto top = integer(body, "top_logprobs", 0, 20);
@@ -248,6 +258,33 @@ GenerationRequest parse_completion_request(const json& body, const SamplingParam
   }
   if (auto lp = integer(body, "logprobs", 0, 20)) r.params.logprobs = int(*lp);
   if (field(body, "suffix")) throw ApiError(400, "'suffix' is not supported", "suffix");
+  return r;
+}
+
+TokenizeRequest parse_tokenize_request(const json& body, const std::string& raw) {
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  TokenizeRequest r;
+  r.model = model_name(body);
+  r.chat = field(body, "messages") != nullptr;
+  if (r.chat) {
+    r.messages = chat_input(body, raw);
+  } else {
+    const json* p = field(body, "prompt");
+    if (!p || !p->is_string()) bad("prompt", "is required: a string (or send 'messages')");
+    r.prompt = p->get<std::string>();
+  }
+  r.add_special_tokens = boolean(body, "add_special_tokens").value_or(!r.chat);
+  r.return_token_strs = boolean(body, "return_token_strs").value_or(false);
+  return r;
+}
+
+DetokenizeRequest parse_detokenize_request(const json& body) {
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  DetokenizeRequest r;
+  r.model = model_name(body);
+  const json* t = field(body, "tokens");
+  if (!t || !t->is_array()) bad("tokens", "is required: an array of token ids");
+  r.tokens = token_ids(*t, "tokens");
   return r;
 }
 

@@ -50,4 +50,23 @@ GenerationRequest parse_chat_request(const nlohmann::json& body, const SamplingP
                                      const std::string& raw = "");
 GenerationRequest parse_completion_request(const nlohmann::json& body, const SamplingParams& defaults);
 
+// POST /tokenize (vLLM's): a prompt's text, or a chat's messages rendered as
+// /v1/chat/completions renders them.
+struct TokenizeRequest {
+  std::string model;
+  bool chat = false;
+  std::string prompt;  // without chat
+  ChatInput messages;  // with chat
+  bool add_special_tokens = true;  // unset: for a prompt, not for messages (the template writes BOS)
+  bool return_token_strs = false;
+};
+TokenizeRequest parse_tokenize_request(const nlohmann::json& body, const std::string& raw = "");
+
+// POST /detokenize (vLLM's): token ids to text.
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+DetokenizeRequest parse_detokenize_request(const nlohmann::json& body);
+
 }  // namespace tessera::server

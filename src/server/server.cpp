@@ -25,15 +25,33 @@ bool has_body(const httplib::Request& req) {
   return (!len.empty() && len != "0") || req.get_header_value("Transfer-Encoding") == "chunked";
 }
 
+}  // namespace
+
 void set_json(httplib::Response& res, const json& j) {
   res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
-}  // namespace
-
 void set_error(httplib::Response& res, int status, const std::string& message, const std::string& param) {
   res.status = status;
   set_json(res, error_body(status, message, param));
+}
+
+void set_error(httplib::Response& res, const ApiError& e) {
+  set_error(res, e.status(), e.what(), e.param());
+}
+
+json request_json(const std::string& body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw ApiError(400, "the request body is not valid JSON");
+  return j;
+}
+
+void check_served_model(const Server::State& st, const std::string& model) {
+  if (!model.empty() && model != st.cfg.served_model_name)
+    throw ApiError(404,
+                   "the model '" + model + "' does not exist (this server serves '" + st.cfg.served_model_name + "')",
+                   "model");
+  if (!st.ready) throw ApiError(503, "the model is loading");
 }
 
 Server::Server(ServerConfig cfg) : state_(std::make_unique<State>()) {
@@ -121,6 +139,10 @@ int Server::start() {
              [&st, reject_unauthorized](const httplib::Request& req, httplib::Response& res) {
                if (!reject_unauthorized(req, res)) handle_generation(st, Endpoint::Completion, req, res);
              });
+  // vLLM's tokenizer routes, outside /v1 as there (no API key).
+  http->Post("/tokenize", [&st](const httplib::Request& req, httplib::Response& res) { handle_tokenize(st, req, res); });
+  http->Post("/detokenize",
+             [&st](const httplib::Request& req, httplib::Response& res) { handle_detokenize(st, req, res); });
 
   int port = st.cfg.port;
   if (port == 0)

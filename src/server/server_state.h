@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 
+#include "server/api_error.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/server.h"
@@ -36,7 +37,18 @@ struct Server::State {
 // POST /v1/chat/completions and /v1/completions (completions.cpp).
 void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Request& req,
                        httplib::Response& res);
+// POST /tokenize and /detokenize (tokenize.cpp).
+void handle_tokenize(const Server::State& st, const httplib::Request& req, httplib::Response& res);
+void handle_detokenize(const Server::State& st, const httplib::Request& req, httplib::Response& res);
+
+// What every route that reads a body does first (server.cpp): the body as JSON, else ApiError 400;
+// and, for a request naming `model` (empty: none), ApiError 404 unless it is the served one and
+// 503 while it loads.
+nlohmann::json request_json(const std::string& body);
+void check_served_model(const Server::State& st, const std::string& model);
+void set_json(httplib::Response& res, const nlohmann::json& j);
 // Sets an OpenAI error body and status.
 void set_error(httplib::Response& res, int status, const std::string& message, const std::string& param = "");
+void set_error(httplib::Response& res, const ApiError& e);
 
 }  // namespace tessera::server

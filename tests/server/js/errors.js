@@ -89,6 +89,17 @@ run({
     assert.ok((await r.json()).error);
   },
 
+  async '/tokenize and /detokenize answer in the same shape'() {
+    // This model has no tokenizer: 400, as its text prompts are.
+    await expect_error('/tokenize', { prompt: 'x' }, 400, null, {});
+    await expect_error('/detokenize', { tokens: [1, 2] }, 400, null, {});
+    await expect_error('/tokenize', { model: 'other', prompt: 'x' }, 404, 'model', {});
+    await expect_error('/tokenize', { prompt: 5 }, 400, 'prompt', {});
+    await expect_error('/tokenize', { messages: [] }, 400, 'messages', {});
+    await expect_error('/detokenize', { tokens: [-1] }, 400, 'tokens', {});
+    await expect_error('/detokenize', '{"tokens": [1,', 400, undefined, {});
+  },
+
   async 'GET /v1/models lists the served model'() {
     const r = await (await fetch(`${base}/v1/models`, { headers: auth })).json();
     assert.equal(r.object, 'list');

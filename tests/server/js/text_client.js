@@ -125,6 +125,26 @@ run({
     await assert.rejects(client.completions.create({ model, prompt, max_tokens: 0 }), /max_tokens/);
   },
 
+  async '/tokenize and /detokenize use the tokenizer and template of the prompts'() {
+    const post = async (path, body) => (await fetch(`${base}${path}`, { method: 'POST', body: JSON.stringify(body) })).json();
+    const gen = await client.completions.create({ model, prompt, max_tokens: 1, return_token_ids: true });
+    const t = await post('/tokenize', { model, prompt, return_token_strs: true });
+    assert.deepEqual(t.tokens, gen.prompt_token_ids[0]);
+    assert.equal(t.count, t.tokens.length);
+    assert.equal(t.max_model_len, (await (await fetch(`${base}/v1/models`)).json()).data[0].max_model_len);
+    assert.equal(t.token_strs.length, t.count);
+    const bare = await post('/tokenize', { prompt, add_special_tokens: false });
+    assert.equal(bare.token_strs, null);
+    assert.deepEqual(bare.tokens, t.tokens.slice(t.count - bare.count));
+    assert.equal((await post('/detokenize', { model, tokens: bare.tokens })).prompt, prompt);
+    // A chat's messages count what the chat completion's usage says.
+    const messages = [{ role: 'system', content: 'Answer briefly.' }, { role: 'user', content: prompt }];
+    const chat = await client.chat.completions.create({ model, messages, max_tokens: 1 });
+    assert.equal((await post('/tokenize', { model, messages })).count, chat.usage.prompt_tokens);
+    const err = await post('/detokenize', { tokens: [1, 1 << 30] });
+    assert.equal(err.error.param, 'tokens');
+  },
+
   async 'no KV blocks are left in use'() {
     assert.equal(await idle_blocks(base), 0);
   },
