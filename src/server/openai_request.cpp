@@ -83,7 +83,6 @@ PromptInput ids_prompt(std::vector<int32_t> ids) {
   return p;
 }
 
-// Fields both endpoints share.
 std::string model_name(const json& body) {
   const json* v = field(body, "model");
   if (v && !v->is_string()) bad("model", "must be a string");
@@ -116,7 +115,8 @@ ChatInput chat_input(const json& body, const std::string& raw) {
   return c;
 }
 
-// min_tokens: the least max_tokens accepted (0 only for a completion that echoes its prompt).
+// Fields both endpoints share. min_tokens: the least max_tokens accepted (0 only for a
+// completion that echoes its prompt).
 void parse_common(const json& body, GenerationRequest& r, int min_tokens = 1) {
   r.model = model_name(body);
   SamplingParams& p = r.params;
