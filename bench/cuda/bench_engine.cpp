@@ -105,6 +105,28 @@ double score_tok_s(Engine& engine, const std::vector<int32_t>& text) {
   std::vector<double> lp = engine.score(text);
   return double(lp.size()) / std::chrono::duration<double>(Clock::now() - t0).count();
 }
+// Prompts scored as requests (prompt_logprobs with the top 1, one token made): what an
+// lm-evaluation-harness loglikelihood run sends through echo, all at once.
+double request_score_tok_s(Engine& engine, int vocab, int prompts, int prompt_len) {
+  std::mt19937 rng{99};
+  std::vector<int64_t> ids;
+  auto t0 = Clock::now();
+  for (int s = 0; s < prompts; ++s) {
+    Request r;
+    for (int i = 0; i < prompt_len; ++i) r.prompt.push_back(int32_t(rng() % uint32_t(vocab)));
+    r.params.temperature = 0;
+    r.max_tokens = 1;
+    r.prompt_logprobs = 1;
+    ids.push_back(engine.add_request(std::move(r)));
+  }
+  int64_t scores = 0;
+  while (engine.has_work())
+    for (const TokenOutput& o : engine.step()) scores += int64_t(o.prompt_scores.size());
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (int64_t id : ids) engine.release(id);
+  return double(scores) / s;
+}
+
 double host_score_tok_s(Model& model, Backend& be, const std::vector<int32_t>& text) {
   const int bs = 16, blocks = int(text.size() + bs - 1) / bs;
   KvCache cache = allocate_kv_cache(be, model.kv_spec(), blocks, bs);
@@ -211,6 +233,7 @@ int run(int argc, char** argv) {
   for (int32_t& t : text) t = int32_t(text_rng() % uint32_t(vocab));
   const double scored = score_tok_s(engine, text);
   const double host_scored = host_score_tok_s(*lm.model, *be, text);
+  const double requests_scored = request_score_tok_s(engine, vocab, 64, prompt_len);
 
   std::printf("\n%-6s %-20s %14s %14s %14s %12s\n", "batch", "sampling", "prefill tok/s", "decode tok/s",
               "all N at once", "ms / step");
@@ -231,6 +254,8 @@ int run(int argc, char** argv) {
   std::printf("\nscoring %zu tokens (perplexity): %.0f tok/s with logprobs where the logits are; %.0f tok/s "
               "reading the logits back to the host\n",
               text.size(), scored, host_scored);
+  std::printf("scoring 64 prompts of %d tokens as requests (prompt_logprobs 1, all at once): %.0f tok/s\n", prompt_len,
+              requests_scored);
   return 0;
 }
 
