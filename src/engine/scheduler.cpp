@@ -22,7 +22,7 @@ void Scheduler::preempt(Sequence* seq) {
 
 int Scheduler::chunk(const Sequence& seq, int budget) {
   const int n = std::min(seq.num_tokens() - seq.num_computed_tokens, budget);
-  return seq.prompt_logprobs >= 0 && seq.num_generated() == 0 ? std::min(n, kMaxScoredTokensPerStep) : n;
+  return seq.scores_prompt() ? std::min(n, kMaxScoredTokensPerStep) : n;
 }
 
 std::vector<ScheduledSeq> Scheduler::schedule() {

@@ -35,6 +35,8 @@ struct Sequence {
 
   int num_tokens() const { return int(tokens.size()); }
   int num_generated() const { return num_tokens() - num_prompt_tokens; }
+  // Whether its steps still score the prompt (prompt_logprobs, until the first token).
+  bool scores_prompt() const { return prompt_logprobs >= 0 && num_generated() == 0; }
 };
 
 }  // namespace tessera

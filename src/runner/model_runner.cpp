@@ -71,7 +71,7 @@ ModelRunner::Inputs ModelRunner::flatten(const std::vector<ScheduledSeq>& batch,
     const Sequence& q = *batch[i].seq;
     const int known = q.num_tokens() + ahead;  // tokens once the drawn step's are in
     int begin = q.num_computed_tokens + ahead, end = begin + batch[i].num_new_tokens;
-    const bool scores_prompt = !all_rows && q.prompt_logprobs >= 0 && q.num_generated() == 0;
+    const bool scores_prompt = !all_rows && q.scores_prompt();
     for (int p = begin; p < end; ++p) {
       // Sampling needs the row after the last known token; scoring wants every row.
       if (all_rows || (p == end - 1 && end == known)) {

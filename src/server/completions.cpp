@@ -52,14 +52,6 @@ std::vector<std::vector<int32_t>> tokenize_prompts(const Server::State& st, cons
   return out;
 }
 
-void check_token(const Server::State& st, int32_t id, const char* field) {
-  if (id >= st.info.vocab_size)
-    throw ApiError(400,
-                   "token id " + std::to_string(id) + " is outside the vocabulary (size " +
-                       std::to_string(st.info.vocab_size) + ")",
-                   field);
-}
-
 // Builds the engine requests, one per (prompt, choice), enforcing the context length.
 std::vector<ChoiceSpec> build_choices(const Server::State& st, const GenerationRequest& r,
                                       const std::vector<std::vector<int32_t>>& prompts) {

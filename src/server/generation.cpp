@@ -70,14 +70,13 @@ void Generation::consume(StreamEvent& e, ChoiceDelta& d) {
   } else {
     metrics_.observe_itl(std::chrono::duration<double>(now - c.last_token).count());
   }
-  c.last_token = now;
-  ++c.generated;
-  if (c.prompt_only) {  // the engine's one token stays unseen
+  if (c.prompt_only) {  // the engine's one token stays unseen and uncounted
     if (!e.finished) stream_->cancel(e.index);
-    c.generated = 0;
     finish(c, d, "length");
     return;
   }
+  c.last_token = now;
+  ++c.generated;
 
   // A stop token (EOS or a stop id) ends the text without being part of it.
   bool stop_token = e.finished && e.finish_reason == FinishReason::Stop;

@@ -46,6 +46,14 @@ json request_json(const std::string& body) {
   return j;
 }
 
+void check_token(const Server::State& st, int32_t id, const char* field) {
+  if (id >= st.info.vocab_size)
+    throw ApiError(400,
+                   "token id " + std::to_string(id) + " is outside the vocabulary (size " +
+                       std::to_string(st.info.vocab_size) + ")",
+                   field);
+}
+
 void check_served_model(const Server::State& st, const std::string& model) {
   if (!model.empty() && model != st.cfg.served_model_name)
     throw ApiError(404,

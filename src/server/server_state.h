@@ -46,6 +46,8 @@ void handle_detokenize(const Server::State& st, const httplib::Request& req, htt
 // 503 while it loads.
 nlohmann::json request_json(const std::string& body);
 void check_served_model(const Server::State& st, const std::string& model);
+// ApiError 400 naming `field` unless token id `id` is in the served model's vocabulary.
+void check_token(const Server::State& st, int32_t id, const char* field);
 void set_json(httplib::Response& res, const nlohmann::json& j);
 // Sets an OpenAI error body and status.
 void set_error(httplib::Response& res, int status, const std::string& message, const std::string& param = "");

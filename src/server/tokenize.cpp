@@ -46,11 +46,7 @@ void handle_detokenize(const Server::State& st, const httplib::Request& req, htt
     std::string text;
     std::unique_ptr<TextDecoder> decoder = codec.decoder(/*keep_special=*/true);
     for (int32_t id : r.tokens) {
-      if (id >= st.info.vocab_size)
-        throw ApiError(400,
-                       "token id " + std::to_string(id) + " is outside the vocabulary (size " +
-                           std::to_string(st.info.vocab_size) + ")",
-                       "tokens");
+      check_token(st, id, "tokens");
       text += decoder->push(id);
     }
     set_json(res, {{"prompt", text + decoder->flush()}});
