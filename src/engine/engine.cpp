@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "core/threadpool.h"
+#include "engine/constrained.h"
+#include "grammar/vocab.h"
 
 namespace tessera {
 
@@ -115,6 +117,7 @@ int64_t Engine::add_request(Request req) {
   s->max_tokens = req.max_tokens;
   s->stop_token_ids = std::move(req.stop_token_ids);
   s->rng.seed(req.seed ? *req.seed : std::random_device{}());
+  if (s->params.constraint) s->matcher.emplace(s->params.constraint->grammar);
   Sequence* raw = s.get();
   seqs_[raw->id] = std::move(s);
   scheduler_.add(raw);
@@ -148,7 +151,8 @@ std::vector<TokenOutput> Engine::step() {
   for (const ScheduledSeq& b : batch) {
     Sequence& s = *b.seq;
     if (s.status != SeqStatus::Finished && s.num_computed_tokens + b.num_new_tokens != s.num_tokens()) continue;
-    const bool on_backend = is_plain_argmax(s.params) || (draw_on_backend_ && is_backend_drawable(s.params));
+    const bool on_backend =
+        !s.matcher && (is_plain_argmax(s.params) || (draw_on_backend_ && is_backend_drawable(s.params)));
     if (!on_backend) draws.host_rows.push_back(int32_t(sampled.size()));
     draws.rows.push_back(on_backend ? backend_draw(s.params, s.rng) : RowSampling{});
     draws.logprobs.push_back(on_backend ? s.params.logprobs : -1);
@@ -201,6 +205,7 @@ std::vector<TokenOutput> Engine::step() {
   // process's pool: with a 128k vocabulary one row of nucleus sampling costs milliseconds.
   const size_t rows = logits.seq_index.size();
   std::vector<SampleResult> results(rows);
+  std::vector<uint8_t> no_token(rows, 0);  // a constrained row with nothing left to draw
   for (size_t r = 0; r < rows; ++r) {
     results[r].token = logits.ids[r];
     if (draws.logprobs[r] >= 0) {  // set for the backend's rows only
@@ -213,8 +218,14 @@ std::vector<TokenOutput> Engine::step() {
       const size_t r = size_t(draws.host_rows[size_t(h)]);
       Sequence& s = *sampled[r];
       if (s.status == SeqStatus::Finished) continue;
-      results[r] = sample(logits.logits.data() + size_t(h) * size_t(logits.vocab), logits.vocab, s.params, s.tokens,
-                          s.num_prompt_tokens, s.rng);
+      const float* row = logits.logits.data() + size_t(h) * size_t(logits.vocab);
+      if (!s.matcher) {
+        results[r] = sample(row, logits.vocab, s.params, s.tokens, s.num_prompt_tokens, s.rng);
+      } else if (auto res = sample_constrained(row, logits.vocab, s)) {
+        results[r] = std::move(*res);
+      } else {
+        no_token[r] = 1;
+      }
     }
   });
   times_.sample += seconds_since(t1);
@@ -222,10 +233,16 @@ std::vector<TokenOutput> Engine::step() {
     Sequence& s = *batch[logits.seq_index[r]].seq;
     if (s.status == SeqStatus::Finished) continue;
     SampleResult& res = results[r];
+    if (no_token[r]) {  // its grammar is complete and it has no stop token: done, with no token (-1)
+      finish(s, FinishReason::Stop);
+      out.push_back({s.id, -1, {}, true, FinishReason::Stop});
+      continue;
+    }
     s.tokens.push_back(res.token);
     FinishReason reason = FinishReason::None;
     if (std::count(s.stop_token_ids.begin(), s.stop_token_ids.end(), res.token)) reason = FinishReason::Stop;
     else if (s.num_generated() >= s.max_tokens) reason = FinishReason::Length;
+    if (s.matcher && reason != FinishReason::Stop) advance_constrained(s, res.token);
     if (reason != FinishReason::None) finish(s, reason);
     out.push_back({s.id, res.token, std::move(res), reason != FinishReason::None, reason});
     if (s.prompt_logprobs >= 0 && s.num_generated() == 1) out.back().prompt_scores = std::move(s.prompt_scores);

@@ -40,7 +40,7 @@ struct Request {
 
 struct TokenOutput {
   int64_t seq_id;
-  int32_t token;
+  int32_t token;  // -1: none (a constrained sequence whose grammar left it no token: finished, Stop)
   SampleResult sample;
   bool finished;
   FinishReason finish_reason;

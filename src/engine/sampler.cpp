@@ -233,7 +233,9 @@ int32_t draw(const float* v, int V, const SamplingParams& p, Rng& rng, Scratch& 
   }
   double mass = std::accumulate(probs.begin(), probs.begin() + std::ptrdiff_t(keep), 0.0);
   double u = mass * canonical(rng);
+  // Rounding can leave u past the last token: then the last with a chance (a masked token has none).
   size_t pick = keep - 1;
+  while (pick > 0 && probs[pick] == 0.0) --pick;
   for (size_t i = 0; i < keep; ++i) {
     if (u < probs[i]) {
       pick = i;
@@ -386,12 +388,18 @@ bool is_plain_argmax(const SamplingParams& p) {
 }
 
 SampleResult sample(const float* logits, int V, const SamplingParams& p, const std::vector<int32_t>& tokens,
-                    int num_prompt, Rng& rng) {
+                    int num_prompt, Rng& rng, const uint8_t* allowed) {
   Scratch& s = scratch();
   // The row the choice is made on; the model's own row stays for the logprobs.
   const float* l = logits;
-  float* own = nullptr;  // a scratch copy, once penalties or a temperature change the values
+  float* own = nullptr;  // a scratch copy, once penalties, a mask or a temperature change the values
   if (has_penalties(p)) l = own = penalised_row(logits, V, p, tokens, num_prompt, s);
+  if (allowed) {
+    if (!own) s.row.assign(logits, logits + V), own = s.row.data();
+    for (int i = 0; i < V; ++i)
+      if (!allowed[i]) own[i] = -kInf;
+    l = own;
+  }
 
   SampleResult r;
   if (p.temperature <= 0.0f) {

@@ -2,6 +2,7 @@
 // temperature, top-k, top-p, min-p, and a seeded RNG per sequence.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <utility>
 #include <vector>
@@ -9,6 +10,10 @@
 #include "backend/backend.h"
 
 namespace tessera {
+
+namespace grammar {
+struct Constraint;
+}
 
 struct SamplingParams {
   float temperature = 1.0f;         // 0: greedy
@@ -20,6 +25,8 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;
   std::vector<std::pair<int32_t, float>> logit_bias;
   int logprobs = -1;                // -1: none; N >= 0: the sampled token's logprob and the top N
+  // Structured output: the generated text is held to this grammar (engine/constrained.h).
+  std::shared_ptr<const grammar::Constraint> constraint;
 };
 
 struct SampleResult {
@@ -52,8 +59,11 @@ RowSampling backend_draw(const SamplingParams& p, Rng& rng);
 void append_logit_edits(const SamplingParams& p, const std::vector<int32_t>& tokens, int num_prompt_tokens,
                         int vocab_size, int32_t row, std::vector<LogitEdit>& out);
 
+// allowed (null: every token): 1 for the tokens the draw may choose (at least one); the others
+// are ruled out after penalties and bias. Logprobs stay those of the model's own row.
 SampleResult sample(const float* logits, int vocab_size, const SamplingParams& params,
-                    const std::vector<int32_t>& tokens, int num_prompt_tokens, Rng& rng);
+                    const std::vector<int32_t>& tokens, int num_prompt_tokens, Rng& rng,
+                    const uint8_t* allowed = nullptr);
 
 // Natural-log softmax of a row, in double for accuracy (logprobs are reported to users).
 std::vector<float> log_softmax(const float* logits, int n);

@@ -3,9 +3,11 @@
 // the KV cache; each step computes some of the rest.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "engine/sampler.h"
+#include "grammar/grammar.h"
 
 namespace tessera {
 
@@ -29,6 +31,7 @@ struct Sequence {
   int max_tokens = 0;                   // generated tokens allowed
   std::vector<int32_t> stop_token_ids;  // finish when one is generated (EOS unless ignored)
   Rng rng;
+  std::optional<grammar::Matcher> matcher;  // with params.constraint: where the output stands in it
 
   SeqStatus status = SeqStatus::Waiting;
   FinishReason finish_reason = FinishReason::None;

@@ -6,6 +6,8 @@
 #include <memory>
 
 #include "core/error.h"
+#include "grammar/json_schema.h"
+#include "grammar/vocab.h"
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/http_server.h"
@@ -91,6 +93,20 @@ std::vector<ChoiceSpec> build_choices(const Server::State& st, const GenerationR
     }
   }
   return out;
+}
+
+// The grammar of a response_format's schema, read through the model's tokens.
+std::shared_ptr<const grammar::Constraint> output_constraint(const Server::State& st,
+                                                             const nlohmann::ordered_json& schema) {
+  std::shared_ptr<const grammar::Grammar> g;
+  try {
+    g = grammar::json_schema_grammar(schema);
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "response_format");
+  }
+  std::shared_ptr<const grammar::Vocab> vocab = st.codec ? st.codec->grammar_vocab() : nullptr;
+  if (!vocab) throw ApiError(400, "structured output needs the model's tokenizer", "response_format");
+  return std::make_shared<const grammar::Constraint>(grammar::Constraint{std::move(g), std::move(vocab)});
 }
 
 // Chat output is parsed when the model has a tool-call or reasoning format.
@@ -238,8 +254,9 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
   try {
     json body = request_json(req.body);
     GenerationRequest r = endpoint == Endpoint::Chat ? parse_chat_request(body, st.info.defaults, req.body)
-                                                     : parse_completion_request(body, st.info.defaults);
+                                                     : parse_completion_request(body, st.info.defaults, req.body);
     check_served_model(st, r.model);
+    if (!r.json_schema.is_null()) r.params.constraint = output_constraint(st, r.json_schema);
 
     std::string rendered;
     std::vector<std::vector<int32_t>> prompts = tokenize_prompts(st, r, rendered);

@@ -76,7 +76,7 @@ void Generation::consume(StreamEvent& e, ChoiceDelta& d) {
     return;
   }
   c.last_token = now;
-  ++c.generated;
+  if (e.token >= 0) ++c.generated;
 
   // A stop token (EOS or a stop id) ends the text without being part of it.
   bool stop_token = e.finished && e.finish_reason == FinishReason::Stop;

@@ -1,10 +1,12 @@
 #include "server/model_codec.h"
 
 #include <fstream>
+#include <mutex>
 #include <optional>
 
 #include "chat/chat_template.h"
 #include "core/error.h"
+#include "grammar/vocab.h"
 
 namespace tessera::server {
 namespace {
@@ -77,11 +79,23 @@ class ModelCodec : public TextCodec {
     return chat_->render(ctx);
   }
 
+  // Made on the first structured request (a 128k vocabulary takes a fraction of a second).
+  std::shared_ptr<const grammar::Vocab> grammar_vocab() const override {
+    std::call_once(vocab_once_, [&] {
+      std::vector<std::string> bytes(size_t(tok_.vocab_size()));
+      for (int32_t id = 0; id < tok_.vocab_size(); ++id) bytes[size_t(id)] = tok_.token_bytes(id);
+      vocab_ = std::make_shared<const grammar::Vocab>(std::move(bytes));
+    });
+    return vocab_;
+  }
+
  private:
   const Tokenizer& tok_;
   PromptEncoder encode_prompt_;
   std::optional<ChatTemplate> chat_;
   std::vector<std::string> special_;
+  mutable std::once_flag vocab_once_;
+  mutable std::shared_ptr<const grammar::Vocab> vocab_;
 };
 
 }  // namespace

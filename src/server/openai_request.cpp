@@ -117,7 +117,7 @@ ChatInput chat_input(const json& body, const std::string& raw) {
 
 // Fields both endpoints share. min_tokens: the least max_tokens accepted (0 only for a
 // completion that echoes its prompt).
-void parse_common(const json& body, GenerationRequest& r, int min_tokens = 1) {
+void parse_common(const json& body, GenerationRequest& r, const std::string& raw, int min_tokens = 1) {
   r.model = model_name(body);
   SamplingParams& p = r.params;
   if (auto x = number(body, "temperature", 0, 2)) p.temperature = float(*x);
@@ -189,11 +189,22 @@ void parse_common(const json& body, GenerationRequest& r, int min_tokens = 1) {
   if (const json* v = field(body, "response_format")) {
     if (!v->is_object() || !v->contains("type") || !(*v)["type"].is_string())
       bad("response_format", "must be an object with a string 'type'");
-    std::string type = (*v)["type"];
-    if (type == "json_object" || type == "json_schema")
-      throw ApiError(400, "response_format type '" + type + "' is not supported yet (structured output)",
-                     "response_format");
-    if (type != "text") bad("response_format", "type must be 'text', 'json_object' or 'json_schema'");
+    const std::string type = (*v)["type"];
+    auto ordered = [&] {
+      return (raw.empty() ? nlohmann::ordered_json::parse(body.dump()) : nlohmann::ordered_json::parse(raw))["response_format"];
+    };
+    if (type == "json_object") {
+      // A schema beside it (llama.cpp's form) narrows the object; without one, any object.
+      if (v->contains("schema") && !(*v)["schema"].is_object()) bad("response_format", "schema must be an object");
+      r.json_schema = v->contains("schema") ? ordered()["schema"] : nlohmann::ordered_json{{"type", "object"}};
+    } else if (type == "json_schema") {
+      const json* js = v->contains("json_schema") ? &(*v)["json_schema"] : nullptr;
+      if (!js || !js->is_object() || !js->contains("schema") || !((*js)["schema"].is_object() || (*js)["schema"].is_boolean()))
+        bad("response_format", "json_schema must be an object with a 'schema'");
+      r.json_schema = ordered()["json_schema"]["schema"];
+    } else if (type != "text") {
+      bad("response_format", "type must be 'text', 'json_object' or 'json_schema'");
+    }
   }
   if (auto b = integer(body, "best_of", 1, 128); b && *b != r.n)
     throw ApiError(400, "'best_of' other than n is not supported", "best_of");
@@ -208,7 +219,7 @@ GenerationRequest parse_chat_request(const json& body, const SamplingParams& def
   r.endpoint = Endpoint::Chat;
   r.params = defaults;
   r.params.logprobs = -1;
-  parse_common(body, r);
+  parse_common(body, r, raw);
 
   r.chat = chat_input(body, raw);
   if (const json* c = field(body, "tool_choice")) {
@@ -227,14 +238,14 @@ GenerationRequest parse_chat_request(const json& body, const SamplingParams& def
   return r;
 }
 
-GenerationRequest parse_completion_request(const json& body, const SamplingParams& defaults) {
+GenerationRequest parse_completion_request(const json& body, const SamplingParams& defaults, const std::string& raw) {
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   GenerationRequest r;
   r.endpoint = Endpoint::Completion;
   r.params = defaults;
   r.params.logprobs = -1;
   r.echo = boolean(body, "echo").value_or(false);
-  parse_common(body, r, r.echo ? 0 : 1);
+  parse_common(body, r, raw, r.echo ? 0 : 1);
 
   const json* p = field(body, "prompt");
   if (!p) bad("prompt", "is required");

@@ -42,13 +42,18 @@ struct GenerationRequest {
   bool return_token_ids = false;  // extension (vLLM): prompt and generated ids in the response
   nlohmann::json tool_choice;     // as sent (null: auto)
   bool parallel_tool_calls = true;
+  // response_format json_object / json_schema: the JSON Schema the output is held to, keys in
+  // the order sent (the order properties are written in); null: free text.
+  nlohmann::ordered_json json_schema;
 };
 
 // `defaults` are the model's sampling defaults; fields the request sets override them.
-// `raw`: the body parsed again with its key order kept, for the chat template.
+// `raw`: the body as sent, parsed again with its key order kept (for the chat template and a
+// response_format's schema).
 GenerationRequest parse_chat_request(const nlohmann::json& body, const SamplingParams& defaults,
                                      const std::string& raw = "");
-GenerationRequest parse_completion_request(const nlohmann::json& body, const SamplingParams& defaults);
+GenerationRequest parse_completion_request(const nlohmann::json& body, const SamplingParams& defaults,
+                                           const std::string& raw = "");
 
 // POST /tokenize (vLLM's): a prompt's text, or a chat's messages rendered as
 // /v1/chat/completions renders them.

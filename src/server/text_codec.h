@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+namespace tessera::grammar {
+class Vocab;
+}
+
 namespace tessera::server {
 
 // Incremental detokenization of one sequence's generated ids (UTF-8 safe: an incomplete
@@ -41,6 +45,9 @@ class TextCodec {
   // Renders the model's chat template; throws tessera::Error when the model has none or the
   // template rejects the conversation.
   virtual std::string render_chat(const ChatInput& in) const = 0;
+  // Every token's bytes, for structured output (grammar/vocab.h); null when the codec cannot
+  // spell its tokens as bytes.
+  virtual std::shared_ptr<const grammar::Vocab> grammar_vocab() const { return nullptr; }
 };
 
 }  // namespace tessera::server

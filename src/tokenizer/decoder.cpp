@@ -16,7 +16,7 @@ using json = nlohmann::json;
 // Invalid UTF-8 in the result becomes U+FFFD.
 class ByteLevelDecoder : public Decoder {
  public:
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  void decode_chain(std::vector<std::string>& tokens, bool raw) const override {
     const auto& a = ByteLevelAlphabet::get();
     std::string bytes, tok_bytes;
     for (const auto& t : tokens) {
@@ -31,20 +31,20 @@ class ByteLevelDecoder : public Decoder {
       }
       bytes += all ? tok_bytes : t;
     }
-    tokens.assign(1, utf8_lossy(bytes));
+    tokens.assign(1, raw ? bytes : utf8_lossy(bytes));
   }
 };
 
 // "<0xAB>" tokens become bytes; a run of them that is not valid UTF-8 becomes one U+FFFD per byte.
 class ByteFallbackDecoder : public Decoder {
  public:
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  void decode_chain(std::vector<std::string>& tokens, bool raw) const override {
     std::vector<std::string> out;
     std::string bytes;
     size_t n_bytes = 0;
     auto flush = [&] {
       if (!n_bytes) return;
-      if (utf8_valid_prefix(bytes) == bytes.size()) {
+      if (raw || utf8_valid_prefix(bytes) == bytes.size()) {
         out.push_back(bytes);
       } else {
         std::string rep;
@@ -82,7 +82,7 @@ class ByteFallbackDecoder : public Decoder {
 
 class FuseDecoder : public Decoder {
  public:
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  void decode_chain(std::vector<std::string>& tokens, bool raw) const override {
     std::string all;
     for (auto& t : tokens) all += t;
     tokens.assign(1, std::move(all));
@@ -96,7 +96,8 @@ class StripDecoder : public Decoder {
     std::string c = j.at("content").get<std::string>();
     if (!c.empty()) utf8_decode(c, 0, content_);
   }
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  void decode_chain(std::vector<std::string>& tokens, bool raw) const override {
+    if (raw) return;
     for (auto& t : tokens) {
       std::vector<std::pair<size_t, char32_t>> chars;
       char32_t cp;
@@ -123,7 +124,7 @@ class StripDecoder : public Decoder {
 class ReplaceDecoder : public Decoder {
  public:
   explicit ReplaceDecoder(const json& j) : pattern_(j.at("pattern"), "decoder Replace"), content_(j.at("content").get<std::string>()) {}
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  void decode_chain(std::vector<std::string>& tokens, bool raw) const override {
     std::vector<std::pair<size_t, size_t>> m;
     for (auto& t : tokens) {
       m.clear();
@@ -154,13 +155,13 @@ class MetaspaceDecoder : public Decoder {
     std::string scheme = j.value("prepend_scheme", "");
     strip_first_ = scheme.empty() ? j.value("add_prefix_space", true) : scheme != "never";
   }
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  void decode_chain(std::vector<std::string>& tokens, bool raw) const override {
     for (size_t i = 0; i < tokens.size(); ++i) {
       std::string out;
       const std::string& t = tokens[i];
       for (size_t k = 0; k < t.size();) {
         if (t.compare(k, replacement_.size(), replacement_) == 0) {
-          if (!(i == 0 && strip_first_)) out += ' ';
+          if (!(i == 0 && strip_first_ && !raw)) out += ' ';
           k += replacement_.size();
         } else {
           out += t[k++];
@@ -178,8 +179,8 @@ class MetaspaceDecoder : public Decoder {
 class SequenceDecoder : public Decoder {
  public:
   explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> parts) : parts_(std::move(parts)) {}
-  void decode_chain(std::vector<std::string>& tokens) const override {
-    for (auto& p : parts_) p->decode_chain(tokens);
+  void decode_chain(std::vector<std::string>& tokens, bool raw) const override {
+    for (auto& p : parts_) p->decode_chain(tokens, raw);
   }
 
  private:

@@ -241,7 +241,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
   }
   std::string out;
   if (im.decoder) {
-    im.decoder->decode_chain(tokens);
+    im.decoder->decode_chain(tokens, false);
     for (auto& t : tokens) out += t;
   } else {
     for (size_t i = 0; i < tokens.size(); ++i) {
@@ -249,6 +249,25 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
       out += tokens[i];
     }
   }
+  return out;
+}
+
+std::string Tokenizer::token_bytes(int32_t id) const {
+  const auto& im = *impl_;
+  std::vector<std::string> tokens;
+  if (const auto* a = im.added.by_id(id)) {
+    if (a->special) return "";
+    tokens.push_back(a->text);
+  } else if (im.model->has_id(id)) {
+    std::string_view t = im.model->id_to_token(id);
+    if (const auto* named = im.added.by_content(t); named && named->special) return "";
+    tokens.emplace_back(t);
+  } else {
+    return "";
+  }
+  if (im.decoder) im.decoder->decode_chain(tokens, true);
+  std::string out;
+  for (auto& t : tokens) out += t;
   return out;
 }
 

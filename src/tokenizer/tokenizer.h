@@ -49,6 +49,10 @@ class Tokenizer {
   // Ids the tokenizer does not know are skipped. skip_special drops special added tokens.
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
 
+  // The bytes token `id` adds to a text after other tokens, before any UTF-8 repair (a
+  // byte-fallback or byte-level token may hold part of a character); "" for special and unknown
+  // ids. Concatenated over encode(text) they give text back where decode() would.
+  std::string token_bytes(int32_t id) const;
   // Token strings as in tokenizer.json ("Ġhello", "▁the", "<0x0A>"); "" for an unknown id.
   std::string id_to_token(int32_t id) const;
   // -1 when the token does not exist.

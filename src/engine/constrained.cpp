@@ -1,0 +1,66 @@
+#include "engine/constrained.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.h"
+#include "grammar/vocab.h"
+
+namespace tessera {
+
+namespace {
+
+bool is_stop(const Sequence& s, int32_t t) {
+  return std::find(s.stop_token_ids.begin(), s.stop_token_ids.end(), t) != s.stop_token_ids.end();
+}
+
+bool allows(const Sequence& s, const grammar::Vocab& vocab, int32_t t) {
+  if (is_stop(s, t)) return s.matcher->complete();
+  return t < vocab.size() && !vocab.bytes(t).empty() && s.matcher->accepts(vocab.bytes(t));
+}
+
+// Greedy's pick without the whole mask: the best few candidates in argmax's order (larger
+// value, then lower id), the first the grammar allows; -1 when none of them is.
+int32_t greedy_pick(const float* logits, int V, const Sequence& s, const grammar::Vocab& vocab) {
+  constexpr int kCandidates = 32;
+  std::vector<int32_t> ids(static_cast<size_t>(V));
+  std::iota(ids.begin(), ids.end(), 0);
+  const int n = std::min(kCandidates, V);
+  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(),
+                    [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  for (int i = 0; i < n; ++i)
+    if (allows(s, vocab, ids[size_t(i)])) return ids[size_t(i)];
+  return -1;
+}
+
+}  // namespace
+
+std::optional<SampleResult> sample_constrained(const float* logits, int V, Sequence& s) {
+  TESSERA_CHECK(s.matcher && s.params.constraint, "sample_constrained: the sequence has no grammar");
+  const grammar::Vocab& vocab = *s.params.constraint->vocab;
+  std::vector<uint8_t> allowed;
+  // Greedy with nothing that edits the row: its argmax among the allowed tokens, usually one of
+  // the first few candidates, is found without walking the vocabulary.
+  if (s.params.temperature <= 0.0f && !has_penalties(s.params)) {
+    if (int32_t t = greedy_pick(logits, V, s, vocab); t >= 0) {
+      allowed.assign(size_t(V), 0);
+      allowed[size_t(t)] = 1;
+    }
+  }
+  if (allowed.empty()) {
+    vocab.allowed(*s.matcher, allowed);
+    allowed.resize(size_t(V), 0);
+    for (int32_t t : s.stop_token_ids)
+      if (t >= 0 && t < V) allowed[size_t(t)] = s.matcher->complete();
+    if (std::find(allowed.begin(), allowed.end(), 1) == allowed.end()) return std::nullopt;
+  }
+  return sample(logits, V, s.params, s.tokens, s.num_prompt_tokens, s.rng, allowed.data());
+}
+
+void advance_constrained(Sequence& s, int32_t token) {
+  const grammar::Vocab& vocab = *s.params.constraint->vocab;
+  TESSERA_CHECK(token >= 0 && token < vocab.size() && s.matcher->advance(vocab.bytes(token)),
+                "engine: a constrained sequence drew a token its grammar does not allow");
+}
+
+}  // namespace tessera

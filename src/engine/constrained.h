@@ -1,0 +1,19 @@
+// Sampling held to a grammar (structured output): the draw of a sequence whose params carry a
+// grammar::Constraint chooses only among the tokens the grammar allows after the text so far,
+// and a stop token only once that text is a whole sentence of it.
+#pragma once
+#include <optional>
+
+#include "engine/sequence.h"
+
+namespace tessera {
+
+// sample()'s draw for s over the allowed tokens; none when no token is allowed (the text is a
+// whole sentence that cannot go on, and the sequence has no stop token). Once the text cannot
+// go on, only the stop tokens are allowed: the sequence ends with one, as unconstrained ones do.
+std::optional<SampleResult> sample_constrained(const float* logits, int vocab_size, Sequence& s);
+
+// Reads a drawn token (not a stop token) into s's matcher.
+void advance_constrained(Sequence& s, int32_t token);
+
+}  // namespace tessera

@@ -1,0 +1,233 @@
+#include "grammar/grammar.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+
+namespace tessera::grammar {
+
+ByteSet byte_range(unsigned lo, unsigned hi) {
+  ByteSet s;
+  for (unsigned b = lo; b <= hi && b < 256; ++b) s.set(b);
+  return s;
+}
+
+ByteSet byte_set(std::string_view members) {
+  ByteSet s;
+  for (char c : members) s.set(uint8_t(c));
+  return s;
+}
+
+int Grammar::new_rule() {
+  TESSERA_CHECK(!finished_, "grammar: a rule added after finish()");
+  rules_.emplace_back();
+  return int(rules_.size()) - 1;
+}
+
+void Grammar::add(int rule, std::vector<Symbol> seq) {
+  TESSERA_CHECK(!finished_ && rule >= 0 && rule < num_rules(), "grammar: an alternative for no rule");
+  rules_[size_t(rule)].push_back(std::move(seq));
+}
+
+Grammar::Symbol Grammar::bytes(const ByteSet& set) {
+  auto it = std::find(sets_.begin(), sets_.end(), set);
+  if (it == sets_.end()) it = sets_.insert(sets_.end(), set);
+  return {false, uint32_t(it - sets_.begin())};
+}
+
+std::vector<Grammar::Symbol> Grammar::literal(std::string_view s) {
+  std::vector<Symbol> out;
+  for (char c : s) out.push_back(bytes(byte_set(std::string_view(&c, 1))));
+  return out;
+}
+
+void Grammar::finish() {
+  TESSERA_CHECK(!finished_, "grammar: finish() called twice");
+  TESSERA_CHECK(root_ >= 0 && root_ < num_rules(), "grammar: no root rule");
+  const size_t n = rules_.size();
+  for (size_t r = 0; r < n; ++r) {
+    TESSERA_CHECK(!rules_[r].empty(), "grammar: rule " + std::to_string(r) + " has no alternative");
+    for (const auto& alt : rules_[r])
+      for (const Symbol& s : alt)
+        TESSERA_CHECK(s.is_rule ? s.index < n : s.index < sets_.size(), "grammar: a symbol names nothing");
+  }
+  // Which rules can match the empty string (to a fixed point).
+  std::vector<bool> nullable(n, false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < n; ++r)
+      if (!nullable[r])
+        for (const auto& alt : rules_[r])
+          if (std::all_of(alt.begin(), alt.end(), [&](const Symbol& s) { return s.is_rule && nullable[s.index]; })) {
+            nullable[r] = changed = true;
+            break;
+          }
+  }
+  // Left recursion: a rule reaching itself through the rules each alternative can start with.
+  std::vector<int> state(n, 0);  // 0 unvisited, 1 on the path, 2 done
+  auto visit = [&](auto&& self, size_t r) -> void {
+    state[r] = 1;
+    for (const auto& alt : rules_[r])
+      for (const Symbol& s : alt) {
+        if (!s.is_rule) break;
+        TESSERA_CHECK(state[s.index] != 1, "grammar: rule " + std::to_string(s.index) + " is left-recursive");
+        if (state[s.index] == 0) self(self, s.index);
+        if (!nullable[s.index]) break;
+      }
+    state[r] = 2;
+  };
+  for (size_t r = 0; r < n; ++r)
+    if (state[r] == 0) visit(visit, r);
+
+  starts_.assign(n, {});
+  for (size_t r = 0; r < n; ++r)
+    for (const auto& alt : rules_[r]) {
+      starts_[r].push_back(uint32_t(elements_.size()));
+      for (const Symbol& s : alt) elements_.push_back({s.is_rule ? Kind::Rule : Kind::Bytes, s.index});
+      elements_.push_back({Kind::End, 0});
+    }
+  rules_.clear();
+  finished_ = true;
+}
+
+namespace {
+
+using Kind = Grammar::Kind;
+
+// Pushes onto heads the tops of every stack that entry n (any element) leads to; reaching the
+// bottom sets complete. A rule's continuation is left off the stack when it would only end an
+// alternative (so a right-recursive rule, a repetition, keeps the stack flat).
+void expand(const Grammar& g, std::vector<Node>& nodes, int32_t n, std::vector<int32_t>& heads, bool& complete) {
+  const auto& el = g.elements();
+  for (;;) {
+    if (n < 0) {
+      complete = true;
+      return;
+    }
+    const Node node = nodes[size_t(n)];  // a copy: pushes below may move the arena
+    const Grammar::Element e = el[node.pos];
+    if (e.kind == Kind::Bytes) {
+      heads.push_back(n);
+      return;
+    }
+    if (e.kind == Kind::End) {
+      n = node.below;
+      continue;
+    }
+    int32_t cont = node.below;
+    if (el[node.pos + 1].kind != Kind::End) {
+      nodes.push_back({node.pos + 1, node.below});
+      cont = int32_t(nodes.size()) - 1;
+    }
+    for (uint32_t start : g.alternatives(e.index)) {
+      if (el[start].kind == Kind::End) {
+        expand(g, nodes, cont, heads, complete);
+      } else {
+        nodes.push_back({start, cont});
+        expand(g, nodes, int32_t(nodes.size()) - 1, heads, complete);
+      }
+    }
+    return;
+  }
+}
+
+// Appends to heads the tops after reading byte b from the stacks heads[first, last); returns
+// whether the text is then complete. Stacks equal entry for entry are kept once.
+bool step(const Grammar& g, std::vector<Node>& nodes, std::vector<int32_t>& heads, uint32_t first, uint32_t last,
+          uint8_t b) {
+  const auto& el = g.elements();
+  const size_t begin = heads.size();
+  bool complete = false;
+  for (uint32_t i = first; i < last; ++i) {
+    const Node node = nodes[size_t(heads[i])];
+    if (!g.set(el[node.pos].index).test(b)) continue;
+    if (el[node.pos + 1].kind == Kind::End) {
+      expand(g, nodes, node.below, heads, complete);
+    } else {
+      nodes.push_back({node.pos + 1, node.below});
+      expand(g, nodes, int32_t(nodes.size()) - 1, heads, complete);
+    }
+  }
+  // Duplicates: the same position over the same entry.
+  auto same = [&](int32_t a, int32_t c) { return nodes[size_t(a)].pos == nodes[size_t(c)].pos && nodes[size_t(a)].below == nodes[size_t(c)].below; };
+  size_t kept = begin;
+  for (size_t i = begin; i < heads.size(); ++i) {
+    bool dup = false;
+    for (size_t j = begin; j < kept && !dup; ++j) dup = same(heads[i], heads[j]);
+    if (!dup) heads[kept++] = heads[i];
+  }
+  heads.resize(kept);
+  return complete;
+}
+
+}  // namespace
+
+Matcher::Matcher(std::shared_ptr<const Grammar> g) : g_(std::move(g)) {
+  TESSERA_CHECK(g_ && !g_->elements().empty(), "grammar: a matcher needs a finished grammar");
+  std::vector<int32_t> heads;
+  // The root as if named by a rule element: the alternatives of the root over the bottom.
+  for (uint32_t start : g_->alternatives(g_->root())) {
+    if (g_->elements()[start].kind == Kind::End) {
+      complete_ = true;
+      continue;
+    }
+    nodes_.push_back({start, -1});
+    expand(*g_, nodes_, int32_t(nodes_.size()) - 1, heads_, complete_);
+  }
+}
+
+bool Matcher::advance(std::string_view bytes) {
+  if (bytes.empty()) return true;
+  Walk w(*this);
+  Cursor c = w.start();
+  for (char ch : bytes) {
+    if (c.first == c.last) return false;
+    c = w.step(c, uint8_t(ch));
+    if (!c.alive()) return false;
+  }
+  // Keep only the entries the new stacks use, renumbered.
+  std::vector<int32_t> renum(w.nodes_.size(), -1);
+  std::vector<Node> kept;
+  std::vector<int32_t> chain;
+  auto keep = [&](int32_t head) {
+    chain.clear();
+    for (int32_t n = head; n >= 0 && renum[size_t(n)] < 0; n = w.nodes_[size_t(n)].below) chain.push_back(n);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      const Node& old = w.nodes_[size_t(*it)];
+      kept.push_back({old.pos, old.below < 0 ? -1 : renum[size_t(old.below)]});
+      renum[size_t(*it)] = int32_t(kept.size()) - 1;
+    }
+    return renum[size_t(head)];
+  };
+  std::vector<int32_t> heads;
+  for (uint32_t i = c.first; i < c.last; ++i) heads.push_back(keep(w.heads_[i]));
+  nodes_ = std::move(kept);
+  heads_ = std::move(heads);
+  complete_ = c.complete;
+  return true;
+}
+
+bool Matcher::accepts(std::string_view bytes) const {
+  if (bytes.empty()) return true;
+  Walk w(*this);
+  Cursor c = w.start();
+  for (char ch : bytes) {
+    if (c.first == c.last) return false;
+    c = w.step(c, uint8_t(ch));
+    if (!c.alive()) return false;
+  }
+  return true;
+}
+
+Matcher::Walk::Walk(const Matcher& m) : g_(*m.g_), nodes_(m.nodes_), heads_(m.heads_) {
+  start_ = {0, uint32_t(heads_.size()), m.complete_};
+}
+
+Matcher::Cursor Matcher::Walk::step(const Cursor& c, uint8_t byte) {
+  const uint32_t first = uint32_t(heads_.size());
+  const bool complete = grammar::step(g_, nodes_, heads_, c.first, c.last, byte);
+  return {first, uint32_t(heads_.size()), complete};
+}
+
+}  // namespace tessera::grammar

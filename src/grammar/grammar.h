@@ -1,0 +1,127 @@
+// Grammars that constrain generation (structured output): a context-free grammar over bytes, and
+// a matcher that follows a text through it byte by byte.
+//
+//   Grammar g;
+//   int digits = g.new_rule();
+//   g.add(digits, {g.bytes(byte_range('0', '9')), Grammar::rule(digits)});
+//   g.add(digits, {});                       // the empty alternative
+//   g.set_root(digits);
+//   g.finish();                              // checks and freezes it
+//   Matcher m(std::make_shared<const Grammar>(std::move(g)));
+//   m.advance("12");                         // true: "12" starts a sentence
+//   m.complete();                            // true: "12" is one
+//
+// Bytes, not characters: tokens are byte strings, and a multi-byte character may be split
+// between two tokens. A grammar that wants valid UTF-8 spells it out (json_schema.cpp does).
+//
+// The matcher keeps every way the text so far can be read (a set of stacks of grammar positions,
+// sharing their tails), so the grammar may be ambiguous; it must not be left-recursive (finish()
+// refuses it), since reading a rule must take a byte before it can reach itself again.
+#pragma once
+#include <bitset>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+namespace tessera::grammar {
+
+using ByteSet = std::bitset<256>;
+ByteSet byte_range(unsigned lo, unsigned hi);  // [lo, hi]
+ByteSet byte_set(std::string_view members);
+
+class Grammar {
+ public:
+  // One symbol of an alternative: a byte from a set, or a rule.
+  struct Symbol {
+    bool is_rule = false;
+    uint32_t index = 0;  // a byte set's or a rule's
+  };
+
+  int new_rule();
+  // Adds an alternative, a sequence of symbols (empty: the empty string), to rule.
+  void add(int rule, std::vector<Symbol> seq);
+  Symbol bytes(const ByteSet& set);
+  static Symbol rule(int id) { return {true, uint32_t(id)}; }
+  // The bytes of s, one symbol each.
+  std::vector<Symbol> literal(std::string_view s);
+  void set_root(int rule) { root_ = rule; }
+  // Checks that every rule has an alternative and none is left-recursive (throws
+  // tessera::Error), and lays the rules out for the matcher. No rule may be added after.
+  void finish();
+  int num_rules() const { return int(rules_.size()); }
+
+  // The laid-out form: each alternative's symbols one after another, then an End.
+  enum class Kind : uint8_t { End, Bytes, Rule };
+  struct Element {
+    Kind kind;
+    uint32_t index;
+  };
+  const std::vector<Element>& elements() const { return elements_; }
+  const std::vector<uint32_t>& alternatives(uint32_t rule) const { return starts_[rule]; }
+  const ByteSet& set(uint32_t index) const { return sets_[index]; }
+  uint32_t root() const { return uint32_t(root_); }
+
+ private:
+  std::vector<std::vector<std::vector<Symbol>>> rules_;
+  std::vector<ByteSet> sets_;
+  std::vector<Element> elements_;
+  std::vector<std::vector<uint32_t>> starts_;  // per rule, where each alternative begins
+  int root_ = -1;
+  bool finished_ = false;
+};
+
+// A stack entry: the grammar element to read next, and the entry below it (-1: the bottom).
+struct Node {
+  uint32_t pos;
+  int32_t below;
+};
+
+// Where a text stands in a grammar. Cheap to copy (a few small vectors).
+class Matcher {
+ public:
+  explicit Matcher(std::shared_ptr<const Grammar> g);
+
+  // Reads bytes: true when the text so far, plus them, still starts a sentence of the grammar;
+  // otherwise false, and the matcher is unchanged.
+  bool advance(std::string_view bytes);
+  // Whether advance(bytes) would succeed, without reading them.
+  bool accepts(std::string_view bytes) const;
+  // The text so far is a whole sentence.
+  bool complete() const { return complete_; }
+  // Some byte may still follow.
+  bool can_continue() const { return !heads_.empty(); }
+
+  // Reads paths of bytes from this state, for walking a tree of byte strings (vocab_trie.h): a
+  // Cursor holds the state after a path; step() returns the state one byte further. Nodes are
+  // appended to a scratch arena that a walk rewinds with mark()/rewind().
+  struct Cursor {
+    uint32_t first = 0, last = 0;  // its heads: the walk's heads[first, last)
+    bool complete = false;
+    bool alive() const { return first != last || complete; }
+  };
+  class Walk {
+   public:
+    explicit Walk(const Matcher& m);
+    Cursor start() const { return start_; }
+    Cursor step(const Cursor& c, uint8_t byte);
+    std::pair<size_t, size_t> mark() const { return {nodes_.size(), heads_.size()}; }
+    void rewind(std::pair<size_t, size_t> m) { nodes_.resize(m.first), heads_.resize(m.second); }
+
+   private:
+    friend class Matcher;
+    const Grammar& g_;
+    std::vector<Node> nodes_;
+    std::vector<int32_t> heads_;
+    Cursor start_;
+  };
+
+ private:
+  friend class Walk;
+  std::shared_ptr<const Grammar> g_;
+  std::vector<Node> nodes_;  // stack entries: a grammar position and the entry below
+  std::vector<int32_t> heads_;      // the stacks' tops, each at a Bytes element
+  bool complete_ = false;
+};
+
+}  // namespace tessera::grammar

@@ -1,0 +1,336 @@
+// The grammar matcher, the token trie and the JSON Schema compiler. Acceptance is checked
+// against nlohmann::json's own parser (any JSON value) and a small validator of the schema
+// keywords the compiler supports; the trie against asking the matcher token by token.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "grammar/json_schema.h"
+#include "grammar/vocab.h"
+
+using namespace tessera;
+using namespace tessera::grammar;
+using json = nlohmann::json;
+
+namespace {
+
+bool matches(const std::shared_ptr<const Grammar>& g, std::string_view text) {
+  Matcher m(g);
+  return m.advance(text) && m.complete();
+}
+
+std::shared_ptr<const Grammar> schema(const char* text) { return json_schema_grammar(nlohmann::ordered_json::parse(text)); }
+
+// Counts code points (minLength / maxLength count characters, not bytes).
+int64_t chars(const std::string& s) {
+  int64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// The schema keywords json_schema_grammar supports, as a validator.
+bool valid(const json& v, const json& s, const json& root) {
+  if (s.is_boolean()) return s.get<bool>();
+  if (s.contains("$ref")) return valid(v, root.at(json::json_pointer(s["$ref"].get<std::string>().substr(1))), root);
+  if (s.contains("const")) return v == s["const"];
+  if (s.contains("enum")) return std::find(s["enum"].begin(), s["enum"].end(), v) != s["enum"].end();
+  for (const char* k : {"anyOf", "oneOf"})
+    if (s.contains(k)) {
+      for (const auto& sub : s[k])
+        if (valid(v, sub, root)) return true;
+      return false;
+    }
+  if (s.contains("allOf")) return valid(v, s["allOf"][0], root);
+  if (!s.contains("type")) return true;
+  std::vector<std::string> types;
+  if (s["type"].is_string()) types.push_back(s["type"]);
+  else for (const auto& t : s["type"]) types.push_back(t);
+  for (const auto& t : types) {
+    if (t == "null" && v.is_null()) return true;
+    if (t == "boolean" && v.is_boolean()) return true;
+    // Integers past 64 bits parse as doubles.
+    if (t == "integer" && v.is_number() && (v.is_number_integer() || std::floor(v.get<double>()) == v.get<double>()))
+      return true;
+    if (t == "number" && v.is_number()) return true;
+    if (t == "string" && v.is_string()) {
+      const int64_t n = chars(v.get<std::string>());
+      if (n >= s.value("minLength", int64_t(0)) && n <= s.value("maxLength", int64_t(1) << 40)) return true;
+    }
+    if (t == "array" && v.is_array()) {
+      const int64_t n = int64_t(v.size());
+      bool ok = n >= s.value("minItems", int64_t(0)) && n <= s.value("maxItems", int64_t(1) << 40);
+      for (const auto& item : v) ok = ok && (!s.contains("items") || valid(item, s["items"], root));
+      if (ok) return true;
+    }
+    if (t == "object" && v.is_object()) {
+      bool ok = true;
+      for (const auto& r : s.value("required", json::array())) ok = ok && v.contains(r.get<std::string>());
+      const json props = s.value("properties", json::object());
+      const json extra = s.contains("additionalProperties") ? s["additionalProperties"] : json(!s.contains("properties"));
+      for (const auto& [k, item] : v.items())
+        ok = ok && (props.contains(k) ? valid(item, props[k], root) : valid(item, extra, root));
+      if (ok) return true;
+    }
+  }
+  return false;
+}
+
+// A random sentence of g, byte by byte: at each step one of the bytes the matcher allows, with
+// the bytes that close things preferred so that strings and arrays end. Empty when no sentence
+// was finished within max_bytes.
+std::string random_sentence(const std::shared_ptr<const Grammar>& g, std::mt19937& rng, size_t max_bytes = 400) {
+  Matcher m(g);
+  std::string out;
+  const std::string closing = "\"}]0123456789tfnl";
+  while (out.size() < max_bytes) {
+    if (m.complete() && (!m.can_continue() || rng() % 4 == 0)) return out;
+    std::vector<int> allowed, preferred;
+    for (int b = 0; b < 256; ++b)
+      if (m.accepts(std::string(1, char(b)))) {
+        allowed.push_back(b);
+        if (closing.find(char(b)) != std::string::npos) preferred.push_back(b);
+      }
+    if (allowed.empty()) return m.complete() ? out : std::string();
+    const auto& pick = !preferred.empty() && rng() % 3 ? preferred : allowed;
+    const char b = char(pick[rng() % pick.size()]);
+    EXPECT_TRUE(m.advance(std::string(1, b)));
+    out += b;
+  }
+  return m.complete() ? out : std::string();
+}
+
+}  // namespace
+
+TEST(Grammar, MatcherFollowsAndRefusesWithoutChange) {
+  Grammar g;
+  const int digits = g.new_rule(), number = g.new_rule();
+  g.add(digits, {});
+  g.add(digits, {g.bytes(byte_range('0', '9')), Grammar::rule(digits)});
+  g.add(number, {g.bytes(byte_range('1', '9')), Grammar::rule(digits), g.bytes(byte_set("kK"))});
+  g.set_root(number);
+  g.finish();
+  Matcher m(std::make_shared<const Grammar>(std::move(g)));
+  EXPECT_FALSE(m.complete());
+  EXPECT_TRUE(m.advance("12"));
+  EXPECT_FALSE(m.complete());
+  EXPECT_FALSE(m.advance("3x"));  // refused as a whole: "3" is not read either
+  EXPECT_TRUE(m.accepts("3k"));
+  EXPECT_TRUE(m.advance("30"));
+  EXPECT_TRUE(m.advance("K"));
+  EXPECT_TRUE(m.complete());
+  EXPECT_FALSE(m.can_continue());
+  EXPECT_FALSE(m.advance("0"));
+}
+
+TEST(Grammar, LongRepetitionKeepsTheStackFlat) {
+  auto g = schema(R"({"type": "string"})");
+  Matcher m(g);
+  ASSERT_TRUE(m.advance("\""));
+  for (int i = 0; i < 20000; ++i) ASSERT_TRUE(m.advance("ab"));
+  ASSERT_TRUE(m.advance("\""));
+  EXPECT_TRUE(m.complete());
+}
+
+TEST(Grammar, RefusesLeftRecursionAndEmptyRules) {
+  Grammar g;
+  const int a = g.new_rule(), b = g.new_rule();
+  g.add(a, {Grammar::rule(b), g.bytes(byte_set("x"))});
+  g.add(b, {});
+  g.add(b, {Grammar::rule(a)});
+  g.set_root(a);
+  EXPECT_THROW(g.finish(), Error);
+  Grammar h;
+  h.set_root(h.new_rule());
+  EXPECT_THROW(h.finish(), Error);
+  EXPECT_THROW(schema(R"({"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "null"}]}}, "$ref": "#/$defs/a"})"),
+               Error);
+}
+
+// Whether each run of whitespace outside strings is one the grammars allow: none, one space, or
+// a newline and up to 20 spaces or tabs.
+bool whitespace_ok(const std::string& text) {
+  bool in_string = false;
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (in_string) {
+      in_string = c != '"';
+      i += c == '\\' ? 2 : 1;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    if (!std::strchr(" \t\n\r", c)) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && std::strchr(" \t\n\r", text[j])) ++j;
+    const std::string run = text.substr(i, j - i);
+    const bool ok = run == " " || (run[0] == '\n' && run.size() <= 21 && run.find_first_not_of(" \t", 1) == std::string::npos);
+    if (!ok) return false;
+    i = j;
+  }
+  return true;
+}
+
+// Any JSON value ({}): the grammar and nlohmann's parser (with the whitespace rule) agree on
+// valid documents and on one-byte corruptions of them (nlohmann also checks UTF-8 in strings).
+TEST(JsonSchema, AnyValueAgreesWithAJsonParser) {
+  auto g = schema("{}");
+  std::mt19937 rng(7);
+  const std::vector<std::string> docs = {
+      R"({"a": [1, -2.5e+3, true, false, null], "b": {"c": "d\n\u00e9\"\\"}, "é": []})",
+      R"([0, -0, 1E5, 0.25, "", {}, [[]], "\ud83d\ude00 ☃"])",
+      R"("x")", "12", "true", "null", R"({"k":{"k":{"k":{"k":1}}}})",
+  };
+  int agreed = 0;
+  for (const auto& doc : docs) {
+    for (int indent : {-1, 0, 2}) {
+      const std::string text = indent < 0 ? doc : json::parse(doc).dump(indent);
+      EXPECT_TRUE(matches(g, text)) << text;
+      for (int k = 0; k < 300; ++k) {
+        std::string bad = text;
+        const size_t at = rng() % bad.size();
+        const std::string alphabet = "{}[]\",:-+.eE0123456789 \n\\utrfalsn\xC3\xA9\xFF";
+        if (rng() % 3 == 0) bad.erase(at, 1);
+        else bad[at] = alphabet[rng() % alphabet.size()];
+        EXPECT_EQ(matches(g, bad), json::accept(bad) && whitespace_ok(bad)) << bad;
+        ++agreed;
+      }
+    }
+  }
+  EXPECT_GT(agreed, 6000);
+}
+
+TEST(JsonSchema, WhitespaceIsBounded) {
+  auto g = schema(R"({"type": "object"})");
+  EXPECT_TRUE(matches(g, "{\n" + std::string(20, ' ') + "}"));
+  EXPECT_FALSE(matches(g, "{\n" + std::string(21, ' ') + "}"));
+  EXPECT_FALSE(matches(g, "{\n\n}"));
+  EXPECT_FALSE(matches(g, "{  }"));
+  EXPECT_TRUE(matches(g, "\n{\"a\": 1}\n"));
+  EXPECT_TRUE(matches(g, json::parse(R"({"a": [1, {"b": null}], "c": {}})").dump(4)));
+  EXPECT_FALSE(matches(g, "[1]"));  // json_object: an object only
+}
+
+TEST(JsonSchema, ObjectsListTheirPropertiesInOrder) {
+  auto g = schema(R"({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                      "tags": {"type": "array", "items": {"enum": ["a", "b"]}}}, "required": ["name", "age"]})");
+  EXPECT_TRUE(matches(g, R"({"name": "x", "age": 3})"));
+  EXPECT_TRUE(matches(g, R"({"name":"x","age":-30,"tags":["a","b","a"]})"));
+  EXPECT_TRUE(matches(g, R"({"name": "x", "age": 3, "tags": []})"));
+  EXPECT_FALSE(matches(g, R"({"age": 3, "name": "x"})"));           // out of order
+  EXPECT_FALSE(matches(g, R"({"name": "x"})"));                    // age required
+  EXPECT_FALSE(matches(g, R"({"name": "x", "age": 3.5})"));        // an integer
+  EXPECT_FALSE(matches(g, R"({"name": "x", "age": 3, "z": 1})"));  // no other members
+  EXPECT_FALSE(matches(g, R"({"name": "x", "age": 3, "tags": ["c"]})"));
+  EXPECT_FALSE(matches(g, R"({"name": "x", "age": 3,})"));
+
+  auto optional = schema(R"({"properties": {"a": {"type": "null"}, "b": {"type": "null"}, "c": {"type": "null"}}})");
+  for (const char* ok : {"{}", R"({"b": null})", R"({"a": null, "c": null})", R"({"a":null,"b":null,"c":null})"})
+    EXPECT_TRUE(matches(optional, ok)) << ok;
+  for (const char* bad : {R"({,"b": null})", R"({"b": null,})", R"({"c": null, "a": null})", R"({"a": null "b": null})"})
+    EXPECT_FALSE(matches(optional, bad)) << bad;
+
+  auto extra = schema(R"({"properties": {"a": {"type": "integer"}}, "required": ["a"],
+                          "additionalProperties": {"type": "boolean"}})");
+  EXPECT_TRUE(matches(extra, R"({"a": 1, "x": true, "y": false})"));
+  EXPECT_FALSE(matches(extra, R"({"a": 1, "x": 2})"));
+}
+
+TEST(JsonSchema, CountsAndLiterals) {
+  auto g = schema(R"({"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 2},
+                      "minItems": 2, "maxItems": 3})");
+  EXPECT_TRUE(matches(g, R"(["a", "bc"])"));
+  EXPECT_TRUE(matches(g, R"(["é", "\n", "☃x"])"));  // characters, not bytes
+  EXPECT_FALSE(matches(g, R"(["a"])"));
+  EXPECT_FALSE(matches(g, R"(["a", "b", "c", "d"])"));
+  EXPECT_FALSE(matches(g, R"(["a", ""])"));
+  EXPECT_FALSE(matches(g, R"(["a", "abc"])"));
+  auto lit = schema(R"({"anyOf": [{"const": {"k": [1, "é"]}}, {"enum": [null, 2.5, "x\"y"]}, {"type": ["boolean", "null"]}]})");
+  for (const char* ok : {R"({"k":[1,"é"]})", "null", "2.5", R"("x\"y")", "true"}) EXPECT_TRUE(matches(lit, ok)) << ok;
+  for (const char* bad : {R"({"k": [1, "é"]})", "2.50", R"("xy")", "1"}) EXPECT_FALSE(matches(lit, bad)) << bad;
+}
+
+TEST(JsonSchema, RefusesWhatItCannotHold) {
+  for (const char* bad : {R"({"type": "string", "pattern": "^a$"})", R"({"type": "integer", "minimum": 0})",
+                          R"({"type": "object", "required": ["a"]})", R"({"type": "tuple"})", "false", "3",
+                          R"({"$ref": "#/$defs/missing"})", R"({"$ref": "https://example.com/s.json"})",
+                          R"({"allOf": [{"type": "string"}, {"maxLength": 2}]})", R"({"type": "string", "minLength": 3, "maxLength": 2})"}) {
+    try {
+      schema(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("json_schema"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Random sentences of each grammar parse as JSON and satisfy the schema.
+TEST(JsonSchema, EverySentenceSatisfiesTheSchema) {
+  const char* schemas[] = {
+      R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 8}, "n": {"type": "number"},
+          "kind": {"enum": ["a", "b", 3]}, "list": {"type": "array", "items": {"type": "integer"}, "maxItems": 4}},
+          "required": ["name", "kind"]})",
+      R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+          "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}}, "required": ["v", "next"]}},
+          "$ref": "#/$defs/node"})",
+      R"({"type": ["array", "boolean"], "items": {"type": "object"}, "minItems": 1})",
+      R"({})",
+  };
+  std::mt19937 rng(11);
+  for (const char* text : schemas) {
+    const json s = json::parse(text);
+    auto g = schema(text);
+    int finished = 0;
+    for (int k = 0; k < 200; ++k) {
+      const std::string out = random_sentence(g, rng);
+      if (out.empty()) continue;
+      json v;
+      try {
+        v = json::parse(out);
+      } catch (const json::out_of_range&) {  // a number past double's range: JSON, but not parsed here
+        continue;
+      }
+      ++finished;
+      EXPECT_TRUE(valid(v, s, s)) << text << "\n" << out;
+    }
+    EXPECT_GT(finished, 50) << text;
+  }
+}
+
+// The trie's allowed tokens are exactly those the matcher accepts one by one.
+TEST(Vocab, AllowedEqualsAskingEachToken) {
+  std::mt19937 rng(3);
+  std::vector<std::string> tokens = {"", "{", "}", "{\"", "\"", "\":", ", ", "a", "ab", "abc", "\"a", "1", "12", "-",
+                                     "true", "tr", "null", " ", "\n", "\xC3", "\xA9", "\xC3\xA9", "]", "[", "\\u00"};
+  const std::string alphabet = "{}[]\":, \nabtruenl0123-\\\xC3\xA9";
+  while (tokens.size() < 3000) {
+    std::string t;
+    for (size_t n = 1 + rng() % 5; n-- > 0;) t += alphabet[rng() % alphabet.size()];
+    tokens.push_back(t);
+  }
+  Vocab vocab(tokens);
+  auto g = schema(R"({"type": "object", "properties": {"ab": {"type": "array", "items": {"type": ["string", "integer"]}},
+                                                       "t": {"type": "boolean"}}})");
+  for (const char* prefix : {"", "{", "{\"ab\": [", "{\"ab\": [\"x", "{\"ab\": [1", "{\"ab\": [12, \"\xC3", "{\"t\": tr",
+                             "{\"t\": true"}) {
+    Matcher m(g);
+    ASSERT_TRUE(m.advance(prefix)) << prefix;
+    std::vector<uint8_t> allowed;
+    vocab.allowed(m, allowed);
+    ASSERT_EQ(allowed.size(), tokens.size());
+    int n = 0;
+    for (size_t id = 0; id < tokens.size(); ++id) {
+      const bool expect = !tokens[id].empty() && m.accepts(tokens[id]);
+      EXPECT_EQ(bool(allowed[id]), expect) << prefix << " | " << tokens[id];
+      n += expect;
+    }
+    EXPECT_GT(n, 0) << prefix;
+  }
+}
