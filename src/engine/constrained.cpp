@@ -48,7 +48,7 @@ std::optional<SampleResult> sample_constrained(const float* logits, int V, Seque
     }
   }
   if (allowed.empty()) {
-    vocab.allowed(*s.matcher, allowed);
+    s.masks.allowed(vocab, *s.matcher, allowed);
     allowed.resize(size_t(V), 0);
     for (int32_t t : s.stop_token_ids)
       if (t >= 0 && t < V) allowed[size_t(t)] = s.matcher->complete();

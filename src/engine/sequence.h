@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
-#include "grammar/grammar.h"
+#include "grammar/vocab.h"
 
 namespace tessera {
 
@@ -32,6 +32,7 @@ struct Sequence {
   std::vector<int32_t> stop_token_ids;  // finish when one is generated (EOS unless ignored)
   Rng rng;
   std::optional<grammar::Matcher> matcher;  // with params.constraint: where the output stands in it
+  grammar::MaskCache masks;                  // the allowed tokens of its matcher's recent states
 
   SeqStatus status = SeqStatus::Waiting;
   FinishReason finish_reason = FinishReason::None;

@@ -220,6 +220,19 @@ bool Matcher::accepts(std::string_view bytes) const {
   return true;
 }
 
+std::string Matcher::state_key() const {
+  std::vector<std::string> stacks;
+  for (int32_t h : heads_) {
+    std::string k;
+    for (int32_t n = h; n >= 0; n = nodes_[size_t(n)].below) k.append(reinterpret_cast<const char*>(&nodes_[size_t(n)].pos), 4);
+    stacks.push_back(std::move(k));
+  }
+  std::sort(stacks.begin(), stacks.end());
+  std::string key(1, complete_ ? 'c' : 'o');
+  for (const auto& k : stacks) key += std::to_string(k.size()) + ":" + k;
+  return key;
+}
+
 Matcher::Walk::Walk(const Matcher& m) : g_(*m.g_), nodes_(m.nodes_), heads_(m.heads_) {
   start_ = {0, uint32_t(heads_.size()), m.complete_};
 }

@@ -21,6 +21,7 @@
 #include <bitset>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -91,6 +92,9 @@ class Matcher {
   bool complete() const { return complete_; }
   // Some byte may still follow.
   bool can_continue() const { return !heads_.empty(); }
+  // Equal for matchers in the same state (the same stacks, position for position), whatever
+  // text led there: inside a string or a number each token leaves the state as it was.
+  std::string state_key() const;
 
   // Reads paths of bytes from this state, for walking a tree of byte strings (vocab_trie.h): a
   // Cursor holds the state after a path; step() returns the state one byte further. Nodes are

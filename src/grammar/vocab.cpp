@@ -5,15 +5,35 @@
 
 namespace tessera::grammar {
 
-Vocab::Vocab(std::vector<std::string> token_bytes) : bytes_(std::move(token_bytes)) {
-  // Tokens in byte order: each node's subtree is then a run of them, and a depth-first layout
-  // falls out of one pass that keeps the current path.
-  std::vector<int32_t> order(bytes_.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::erase_if(order, [&](int32_t id) { return bytes_[size_t(id)].empty(); });
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return bytes_[size_t(a)] < bytes_[size_t(b)]; });
+namespace {
 
-  // Build with per-node child lists first, then flatten.
+// Valid UTF-8 with no control byte, '"' or '\\': text that a JSON string holds as it is.
+bool plain_text(const std::string& s) {
+  if (s.empty()) return false;
+  for (size_t i = 0; i < s.size();) {
+    const uint8_t b = uint8_t(s[i]);
+    if (b < 0x80) {
+      if (b < 0x20 || b == '"' || b == '\\') return false;
+      ++i;
+      continue;
+    }
+    const int n = b >= 0xC2 && b <= 0xDF ? 1 : b >= 0xE0 && b <= 0xEF ? 2 : b >= 0xF0 && b <= 0xF4 ? 3 : -1;
+    if (n < 0 || i + size_t(n) >= s.size()) return false;  // not a lead byte, or the character is cut
+    const uint8_t c1 = uint8_t(s[i + 1]);
+    const uint8_t lo = b == 0xE0 ? 0xA0 : b == 0xF0 ? 0x90 : 0x80, hi = b == 0xED ? 0x9F : b == 0xF4 ? 0x8F : 0xBF;
+    if (c1 < lo || c1 > hi) return false;
+    for (int k = 2; k <= n; ++k)
+      if ((uint8_t(s[i + size_t(k)]) & 0xC0) != 0x80) return false;
+    i += size_t(n) + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+Vocab::Trie::Trie(const std::vector<std::string>& bytes, std::vector<int32_t> order) {
+  // Tokens in byte order: a new child is then always its parent's last.
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return bytes[size_t(a)] < bytes[size_t(b)]; });
   struct Build {
     std::vector<std::pair<uint8_t, uint32_t>> children;
     std::vector<int32_t> tokens;
@@ -21,10 +41,9 @@ Vocab::Vocab(std::vector<std::string> token_bytes) : bytes_(std::move(token_byte
   std::vector<Build> build(1);
   for (int32_t id : order) {
     uint32_t n = 0;
-    for (char ch : bytes_[size_t(id)]) {
+    for (char ch : bytes[size_t(id)]) {
       const uint8_t b = uint8_t(ch);
-      auto& kids = build[n].children;
-      if (kids.empty() || kids.back().first != b) {  // sorted input: a new child is always the last
+      if (build[n].children.empty() || build[n].children.back().first != b) {
         build.emplace_back();
         build[n].children.emplace_back(b, uint32_t(build.size() - 1));
       }
@@ -32,37 +51,114 @@ Vocab::Vocab(std::vector<std::string> token_bytes) : bytes_(std::move(token_byte
     }
     build[n].tokens.push_back(id);
   }
-  nodes_.resize(build.size());
+  nodes.resize(build.size());
   for (size_t n = 0; n < build.size(); ++n) {
-    Node& out = nodes_[n];
-    out.child_begin = uint32_t(child_byte_.size());
-    for (auto [b, c] : build[n].children) child_byte_.push_back(b), child_node_.push_back(c);
-    out.child_end = uint32_t(child_byte_.size());
-    out.token_begin = uint32_t(tokens_.size());
-    tokens_.insert(tokens_.end(), build[n].tokens.begin(), build[n].tokens.end());
-    out.token_end = uint32_t(tokens_.size());
+    Node& out = nodes[n];
+    out.child_begin = uint32_t(child_byte.size());
+    for (auto [b, c] : build[n].children) child_byte.push_back(b), child_node.push_back(c);
+    out.child_end = uint32_t(child_byte.size());
+    out.token_begin = uint32_t(tokens.size());
+    tokens.insert(tokens.end(), build[n].tokens.begin(), build[n].tokens.end());
+    out.token_end = uint32_t(tokens.size());
   }
+}
+
+void Vocab::Trie::visit(Matcher::Walk& w, uint32_t node, const Matcher::Cursor& c, std::vector<uint8_t>& out) const {
+  const Node& n = nodes[node];
+  for (uint32_t k = n.child_begin; k < n.child_end; ++k) {
+    const auto mark = w.mark();
+    const Matcher::Cursor next = w.step(c, child_byte[k]);
+    if (next.alive()) {
+      const Node& child = nodes[child_node[k]];
+      for (uint32_t t = child.token_begin; t < child.token_end; ++t) out[size_t(tokens[t])] = 1;
+      if (next.first != next.last) visit(w, child_node[k], next, out);
+    }
+    w.rewind(mark);
+  }
+}
+
+namespace {
+
+std::vector<int32_t> ids_where(const std::vector<std::string>& bytes, bool want_plain) {
+  std::vector<int32_t> out;
+  for (size_t id = 0; id < bytes.size(); ++id)
+    if (!bytes[id].empty() && plain_text(bytes[id]) == want_plain) out.push_back(int32_t(id));
+  return out;
+}
+
+}  // namespace
+
+Vocab::Vocab(std::vector<std::string> token_bytes)
+    : bytes_(std::move(token_bytes)),
+      plain_(ids_where(bytes_, true)),
+      all_(bytes_, [&] {
+        std::vector<int32_t> v;
+        for (size_t id = 0; id < bytes_.size(); ++id)
+          if (!bytes_[id].empty()) v.push_back(int32_t(id));
+        return v;
+      }()),
+      rest_(bytes_, ids_where(bytes_, false)) {
+  auto add = [&](std::initializer_list<unsigned> b) {
+    std::string s;
+    for (unsigned x : b) s += char(x);
+    probes_.push_back(s);
+  };
+  add({'a'});  // first: it fails at once outside text
+  for (unsigned b = 0x20; b < 0x80; ++b)
+    if (b != '"' && b != '\\') add({b});
+  for (unsigned c = 0x80; c <= 0xBF; ++c) {
+    add({0xC3, c}), add({0xE1, c, 0x80}), add({0xE1, 0x80, c}), add({0xF1, c, 0x80, 0x80}), add({0xF1, 0x80, c, 0x80}),
+        add({0xF1, 0x80, 0x80, c});
+  }
+  for (unsigned lead = 0xC2; lead <= 0xF4; ++lead) {
+    if (lead <= 0xDF) add({lead, 0x80}), add({lead, 0xBF});
+    else if (lead == 0xE0) add({lead, 0xA0, 0x80}), add({lead, 0xBF, 0xBF});
+    else if (lead == 0xED) add({lead, 0x80, 0x80}), add({lead, 0x9F, 0xBF});
+    else if (lead <= 0xEF) add({lead, 0x80, 0x80}), add({lead, 0xBF, 0xBF});
+    else if (lead == 0xF0) add({lead, 0x90, 0x80, 0x80}), add({lead, 0xBF, 0xBF, 0xBF});
+    else if (lead == 0xF4) add({lead, 0x80, 0x80, 0x80}), add({lead, 0x8F, 0xBF, 0xBF});
+    else add({lead, 0x80, 0x80, 0x80}), add({lead, 0xBF, 0xBF, 0xBF});
+  }
+}
+
+bool Vocab::in_free_text(const Matcher& m) const {
+  const std::string key = m.state_key();
+  for (const auto& p : probes_) {
+    Matcher after = m;
+    if (!after.advance(p) || after.state_key() != key) return false;
+  }
+  return true;
 }
 
 void Vocab::allowed(const Matcher& m, std::vector<uint8_t>& out) const {
   out.assign(bytes_.size(), 0);
   Matcher::Walk w(m);
   const Matcher::Cursor start = w.start();
-  if (start.first != start.last) visit(w, 0, start, out);
+  if (start.first == start.last) return;
+  // In free text every plain token is allowed, and only the others need the walk.
+  if (!plain_.empty() && in_free_text(m)) {
+    for (int32_t id : plain_) out[size_t(id)] = 1;
+    rest_.visit(w, 0, start, out);
+  } else {
+    all_.visit(w, 0, start, out);
+  }
 }
 
-void Vocab::visit(Matcher::Walk& w, uint32_t node, const Matcher::Cursor& c, std::vector<uint8_t>& out) const {
-  const Node& n = nodes_[node];
-  for (uint32_t k = n.child_begin; k < n.child_end; ++k) {
-    const auto mark = w.mark();
-    const Matcher::Cursor next = w.step(c, child_byte_[k]);
-    if (next.alive()) {
-      const Node& child = nodes_[child_node_[k]];
-      for (uint32_t t = child.token_begin; t < child.token_end; ++t) out[size_t(tokens_[t])] = 1;
-      if (next.first != next.last) visit(w, child_node_[k], next, out);
-    }
-    w.rewind(mark);
+void MaskCache::allowed(const Vocab& vocab, const Matcher& m, std::vector<uint8_t>& out) {
+  std::string key = m.state_key();
+  auto it = std::find_if(entries_.begin(), entries_.end(), [&](const auto& e) { return e.first == key; });
+  if (it != entries_.end()) {
+    std::rotate(it, it + 1, entries_.end());  // now the most recent
+    const auto& bits = entries_.back().second;
+    out.resize(size_t(vocab.size()));
+    for (size_t i = 0; i < out.size(); ++i) out[i] = uint8_t(bits[i / 64] >> (i % 64) & 1);
+    return;
   }
+  vocab.allowed(m, out);
+  std::vector<uint64_t> bits((out.size() + 63) / 64, 0);
+  for (size_t i = 0; i < out.size(); ++i) bits[i / 64] |= uint64_t(out[i]) << (i % 64);
+  if (entries_.size() == kEntries) entries_.erase(entries_.begin());
+  entries_.emplace_back(std::move(key), std::move(bits));
 }
 
 }  // namespace tessera::grammar

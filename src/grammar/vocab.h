@@ -20,17 +20,42 @@ class Vocab {
   void allowed(const Matcher& m, std::vector<uint8_t>& allowed) const;
 
  private:
-  struct Node {
-    uint32_t child_begin = 0, child_end = 0;  // into child_byte_ / child_node_
-    uint32_t token_begin = 0, token_end = 0;  // into tokens_: the tokens spelled by this path
+  // A byte trie over some of the tokens.
+  struct Trie {
+    struct Node {
+      uint32_t child_begin = 0, child_end = 0;  // into child_byte / child_node
+      uint32_t token_begin = 0, token_end = 0;  // into tokens: the tokens spelled by this path
+    };
+    std::vector<Node> nodes;  // nodes[0]: the root (the empty string)
+    std::vector<uint8_t> child_byte;
+    std::vector<uint32_t> child_node;
+    std::vector<int32_t> tokens;
+    Trie(const std::vector<std::string>& bytes, std::vector<int32_t> ids);
+    void visit(Matcher::Walk& w, uint32_t node, const Matcher::Cursor& c, std::vector<uint8_t>& out) const;
   };
-  void visit(Matcher::Walk& w, uint32_t node, const Matcher::Cursor& c, std::vector<uint8_t>& out) const;
+  // Whether every character of plain text (no '"', '\', control bytes; valid UTF-8) leaves m
+  // where it was, as inside a JSON string of any length: probed with each ASCII character and
+  // each byte value at each position of the UTF-8 forms. That holds for grammars that take
+  // characters by byte ranges, as json_schema.cpp's do.
+  bool in_free_text(const Matcher& m) const;
 
   std::vector<std::string> bytes_;
-  std::vector<Node> nodes_;  // nodes_[0]: the root (the empty string)
-  std::vector<uint8_t> child_byte_;
-  std::vector<uint32_t> child_node_;
-  std::vector<int32_t> tokens_;
+  std::vector<int32_t> plain_;  // tokens of plain text
+  Trie all_, rest_;             // every token; those not plain
+  std::vector<std::string> probes_;
+};
+
+// The last few masks a sequence computed, by matcher state (Matcher::state_key): inside a
+// string or a number the state after each token is the same, so the vocabulary is walked once
+// for the whole string rather than once a token.
+class MaskCache {
+ public:
+  // Vocab::allowed(m, out), from the cache when m's state was seen lately.
+  void allowed(const Vocab& vocab, const Matcher& m, std::vector<uint8_t>& out);
+
+ private:
+  static constexpr size_t kEntries = 8;  // 16 KB each at a 128k vocabulary
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> entries_;  // the most recent last
 };
 
 // What a constrained sequence is held to: a grammar, read through the model's tokens.
