@@ -7,8 +7,6 @@
 //
 // Times are thread CPU time, the best of the repeats.
 // Usage: bench_grammar TOKENIZER_DIR [REPEATS (default 5)]
-#include <time.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -20,17 +18,12 @@
 #include "engine/constrained.h"
 #include "grammar/json_schema.h"
 #include "grammar/vocab.h"
+#include "thread_cpu.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
 
 using namespace tessera;
-
-double thread_cpu() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
-}
 
 template <class F>
 double best_us(int repeats, int inner, F&& f) {

@@ -8,8 +8,6 @@
 // that other processes on a shared machine inflate them as little as possible.
 //
 // Usage: bench_sampler [REPEATS (default 5)] [VOCAB (default 128256)]
-#include <time.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -19,16 +17,11 @@
 
 #include "engine/sampler.h"
 #include "sampler_reference.h"
+#include "thread_cpu.h"
 
 namespace {
 
 using namespace tessera;
-
-double thread_cpu() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
-}
 
 std::string loadavg() {
   std::ifstream f("/proc/loadavg");

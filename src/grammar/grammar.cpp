@@ -180,12 +180,9 @@ Matcher::Matcher(std::shared_ptr<const Grammar> g) : g_(std::move(g)) {
 bool Matcher::advance(std::string_view bytes) {
   if (bytes.empty()) return true;
   Walk w(*this);
-  Cursor c = w.start();
-  for (char ch : bytes) {
-    if (c.first == c.last) return false;
-    c = w.step(c, uint8_t(ch));
-    if (!c.alive()) return false;
-  }
+  const std::optional<Cursor> read = w.read(bytes);
+  if (!read) return false;
+  const Cursor c = *read;
   // Keep only the entries the new stacks use, renumbered.
   std::vector<int32_t> renum(w.nodes_.size(), -1);
   std::vector<Node> kept;
@@ -211,13 +208,7 @@ bool Matcher::advance(std::string_view bytes) {
 bool Matcher::accepts(std::string_view bytes) const {
   if (bytes.empty()) return true;
   Walk w(*this);
-  Cursor c = w.start();
-  for (char ch : bytes) {
-    if (c.first == c.last) return false;
-    c = w.step(c, uint8_t(ch));
-    if (!c.alive()) return false;
-  }
-  return true;
+  return w.read(bytes).has_value();
 }
 
 std::string Matcher::state_key() const {
@@ -235,6 +226,16 @@ std::string Matcher::state_key() const {
 
 Matcher::Walk::Walk(const Matcher& m) : g_(*m.g_), nodes_(m.nodes_), heads_(m.heads_) {
   start_ = {0, uint32_t(heads_.size()), m.complete_};
+}
+
+std::optional<Matcher::Cursor> Matcher::Walk::read(std::string_view bytes) {
+  Cursor c = start_;
+  for (char ch : bytes) {
+    if (c.first == c.last) return std::nullopt;
+    c = step(c, uint8_t(ch));
+    if (!c.alive()) return std::nullopt;
+  }
+  return c;
 }
 
 Matcher::Cursor Matcher::Walk::step(const Cursor& c, uint8_t byte) {

@@ -21,6 +21,7 @@
 #include <bitset>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -109,6 +110,8 @@ class Matcher {
     explicit Walk(const Matcher& m);
     Cursor start() const { return start_; }
     Cursor step(const Cursor& c, uint8_t byte);
+    // The cursor after `bytes` from the start; none when they leave the grammar.
+    std::optional<Cursor> read(std::string_view bytes);
     std::pair<size_t, size_t> mark() const { return {nodes_.size(), heads_.size()}; }
     void rewind(std::pair<size_t, size_t> m) { nodes_.resize(m.first), heads_.resize(m.second); }
 
