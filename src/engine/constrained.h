@@ -8,12 +8,19 @@
 
 namespace tessera {
 
-// sample()'s draw for s over the allowed tokens; none when no token is allowed (the text is a
+// Sets up s's matcher and phase from its params.constraint (none: nothing to do).
+void start_constrained(Sequence& s);
+
+// Whether s's next token is drawn under its grammar (it has one, and is not reasoning).
+bool constrained_now(const Sequence& s);
+
+// sample()'s draw for s over the allowed tokens (before any output, a reasoning block's open
+// token too); none when no token is allowed (the text is a
 // whole sentence that cannot go on, and the sequence has no stop token). Once the text cannot
 // go on, only the stop tokens are allowed: the sequence ends with one, as unconstrained ones do.
 std::optional<SampleResult> sample_constrained(const float* logits, int vocab_size, Sequence& s);
 
-// Reads a drawn token (not a stop token) into s's matcher.
+// Reads a drawn token (not a stop token) into s's matcher, or moves s between the phases.
 void advance_constrained(Sequence& s, int32_t token);
 
 }  // namespace tessera

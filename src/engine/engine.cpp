@@ -117,7 +117,7 @@ int64_t Engine::add_request(Request req) {
   s->max_tokens = req.max_tokens;
   s->stop_token_ids = std::move(req.stop_token_ids);
   s->rng.seed(req.seed ? *req.seed : std::random_device{}());
-  if (s->params.constraint) s->matcher.emplace(s->params.constraint->grammar);
+  start_constrained(*s);
   Sequence* raw = s.get();
   seqs_[raw->id] = std::move(s);
   scheduler_.add(raw);
@@ -152,7 +152,7 @@ std::vector<TokenOutput> Engine::step() {
     Sequence& s = *b.seq;
     if (s.status != SeqStatus::Finished && s.num_computed_tokens + b.num_new_tokens != s.num_tokens()) continue;
     const bool on_backend =
-        !s.matcher && (is_plain_argmax(s.params) || (draw_on_backend_ && is_backend_drawable(s.params)));
+        !constrained_now(s) && (is_plain_argmax(s.params) || (draw_on_backend_ && is_backend_drawable(s.params)));
     if (!on_backend) draws.host_rows.push_back(int32_t(sampled.size()));
     draws.rows.push_back(on_backend ? backend_draw(s.params, s.rng) : RowSampling{});
     draws.logprobs.push_back(on_backend ? s.params.logprobs : -1);
@@ -219,7 +219,7 @@ std::vector<TokenOutput> Engine::step() {
       Sequence& s = *sampled[r];
       if (s.status == SeqStatus::Finished) continue;
       const float* row = logits.logits.data() + size_t(h) * size_t(logits.vocab);
-      if (!s.matcher) {
+      if (!constrained_now(s)) {
         results[r] = sample(row, logits.vocab, s.params, s.tokens, s.num_prompt_tokens, s.rng);
       } else if (auto res = sample_constrained(row, logits.vocab, s)) {
         results[r] = std::move(*res);

@@ -33,6 +33,9 @@ struct Sequence {
   Rng rng;
   std::optional<grammar::Matcher> matcher;  // with params.constraint: where the output stands in it
   grammar::MaskCache masks;                  // the allowed tokens of its matcher's recent states
+  // With params.constraint: nothing drawn under it yet (a reasoning block may still open), in a
+  // reasoning block (drawn freely), or in the output the grammar holds.
+  enum class GrammarPhase { Start, Reasoning, Output } grammar_phase = GrammarPhase::Start;
 
   SeqStatus status = SeqStatus::Waiting;
   FinishReason finish_reason = FinishReason::None;

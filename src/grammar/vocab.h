@@ -62,6 +62,11 @@ class MaskCache {
 struct Constraint {
   std::shared_ptr<const Grammar> grammar;
   std::shared_ptr<const Vocab> vocab;
+  // Reasoning models: the tokens that open and close a reasoning block. The grammar holds the
+  // text after the block and leaves the block free: one open at the start (starts_in_reasoning)
+  // or opened by the first token, until a close token. Empty: no reasoning block.
+  std::vector<int32_t> reasoning_open, reasoning_close;
+  bool starts_in_reasoning = false;
 };
 
 }  // namespace tessera::grammar

@@ -14,6 +14,7 @@
 #include "server/openai_response.h"
 #include "server/server_state.h"
 #include "server/stream_writer.h"
+#include "tools/formats.h"
 #include "tools/log.h"
 #include "tools/registry.h"
 
@@ -95,18 +96,32 @@ std::vector<ChoiceSpec> build_choices(const Server::State& st, const GenerationR
   return out;
 }
 
-// The grammar of a response_format's schema, read through the model's tokens.
-std::shared_ptr<const grammar::Constraint> output_constraint(const Server::State& st,
-                                                             const nlohmann::ordered_json& schema) {
-  std::shared_ptr<const grammar::Grammar> g;
+// The grammar of a response_format's schema, read through the model's tokens. A chat with a
+// reasoning model reasons first: its reasoning block (one the prompt leaves open, or one the
+// first token opens) is left free, and the grammar holds what follows the close tag.
+std::shared_ptr<const grammar::Constraint> output_constraint(const Server::State& st, const GenerationRequest& r,
+                                                             const std::string& rendered) {
+  grammar::Constraint c;
   try {
-    g = grammar::json_schema_grammar(schema);
+    c.grammar = grammar::json_schema_grammar(r.json_schema);
   } catch (const Error& e) {
     throw ApiError(400, e.what(), "response_format");
   }
-  std::shared_ptr<const grammar::Vocab> vocab = st.codec ? st.codec->grammar_vocab() : nullptr;
-  if (!vocab) throw ApiError(400, "structured output needs the model's tokenizer", "response_format");
-  return std::make_shared<const grammar::Constraint>(grammar::Constraint{std::move(g), std::move(vocab)});
+  c.vocab = st.codec ? st.codec->grammar_vocab() : nullptr;
+  if (!c.vocab) throw ApiError(400, "structured output needs the model's tokenizer", "response_format");
+  const tools::ThinkTags* tags = tools::find_think_tags(st.info.reasoning_format);
+  if (r.endpoint == Endpoint::Chat && tags) {
+    auto single_tokens = [&](const std::vector<std::string>& texts) {  // tags that are one token each
+      std::vector<int32_t> ids;
+      for (const auto& t : texts)
+        if (auto e = st.codec->encode(t, false); e.size() == 1) ids.push_back(e[0]);
+      return ids;
+    };
+    c.reasoning_open = single_tokens(tags->open);
+    c.reasoning_close = single_tokens(tags->close);
+    c.starts_in_reasoning = tools::prompt_opens_reasoning(rendered, st.info.reasoning_format);
+  }
+  return std::make_shared<const grammar::Constraint>(std::move(c));
 }
 
 // Chat output is parsed when the model has a tool-call or reasoning format.
@@ -256,10 +271,9 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
     GenerationRequest r = endpoint == Endpoint::Chat ? parse_chat_request(body, st.info.defaults, req.body)
                                                      : parse_completion_request(body, st.info.defaults, req.body);
     check_served_model(st, r.model);
-    if (!r.json_schema.is_null()) r.params.constraint = output_constraint(st, r.json_schema);
-
     std::string rendered;
     std::vector<std::vector<int32_t>> prompts = tokenize_prompts(st, r, rendered);
+    if (!r.json_schema.is_null()) r.params.constraint = output_constraint(st, r, rendered);
     std::vector<ChoiceSpec> choices = build_choices(st, r, prompts);
     int capacity = st.info.max_num_seqs + st.cfg.max_queue;
     if (int(choices.size()) > capacity)

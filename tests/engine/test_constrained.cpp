@@ -16,18 +16,22 @@ namespace {
 
 constexpr int32_t kStop = 0;
 
-Sequence constrained(const char* schema, float temperature, int top_k) {
+constexpr int32_t kOpen = 26, kClose = 27;  // "<think>", "</think>": special, no bytes
+
+Sequence constrained(const char* schema, float temperature, int top_k, bool reasoning = false,
+                     bool starts_in_reasoning = false) {
   std::vector<std::string> tokens = {""};  // id 0: the stop token, no bytes
   for (const char* t : {"{", "}", "\"", "\"a\"", ":", " ", ",", "1", "12", "-", "x", "ab", "true", "tr", "ue", "[", "]",
-                        "{\"", "\":", "\n", "  ", "null", "\"}", "\xC3", "\xA9"})
+                        "{\"", "\":", "\n", "  ", "null", "\"}", "\xC3", "\xA9", "", "", "a"})
     tokens.push_back(t);
   Sequence s;
   s.params.temperature = temperature;
   s.params.top_k = top_k;
-  s.params.constraint = std::make_shared<const grammar::Constraint>(grammar::Constraint{
-      grammar::json_schema_grammar(nlohmann::ordered_json::parse(schema)),
-      std::make_shared<const grammar::Vocab>(tokens)});
-  s.matcher.emplace(s.params.constraint->grammar);
+  grammar::Constraint c{grammar::json_schema_grammar(nlohmann::ordered_json::parse(schema)),
+                        std::make_shared<const grammar::Vocab>(tokens)};
+  if (reasoning) c.reasoning_open = {kOpen}, c.reasoning_close = {kClose}, c.starts_in_reasoning = starts_in_reasoning;
+  s.params.constraint = std::make_shared<const grammar::Constraint>(std::move(c));
+  start_constrained(s);
   s.stop_token_ids = {kStop};
   s.tokens = {1};
   s.num_prompt_tokens = 1;
@@ -85,4 +89,46 @@ TEST(Constrained, DrawsStayInTheGrammarAndEndComplete) {
     }
   }
   EXPECT_GT(finished, 20);  // random logits: many runs end mid-number or mid-indent
+}
+
+// A reasoning block is drawn freely: one the prompt leaves open until its close token, or one
+// the first token opens (allowed then, and only then); the grammar holds what follows.
+TEST(Constrained, ReasoningBlocksAreLeftFree) {
+  const char* schema = R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})";
+  std::mt19937 rng(4);
+  for (bool starts_in_reasoning : {true, false}) {
+    Sequence s = constrained(schema, 0.0f, 0, true, starts_in_reasoning);
+    const int V = s.params.constraint->vocab->size();
+    std::vector<float> logits(static_cast<size_t>(V), 0.0f);
+    if (!starts_in_reasoning) {
+      EXPECT_TRUE(constrained_now(s));
+      logits[kOpen] = 10.0f;  // the model opens a block: allowed as the first token
+      auto r = sample_constrained(logits.data(), V, s);
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->token, kOpen);
+      advance_constrained(s, r->token);
+    }
+    // Inside the block: not constrained (the engine draws as for any sequence); text the
+    // grammar would refuse goes by, then the close token.
+    EXPECT_FALSE(constrained_now(s));
+    for (int32_t t : {11, 11, 6, 12}) advance_constrained(s, t);  // "x", "x", " ", "ab"
+    EXPECT_FALSE(constrained_now(s));
+    advance_constrained(s, kClose);
+    ASSERT_TRUE(constrained_now(s));
+    // After it, the grammar; a second open token is no longer allowed.
+    std::fill(logits.begin(), logits.end(), 0.0f);
+    logits[kOpen] = 10.0f;
+    auto r = sample_constrained(logits.data(), V, s);
+    ASSERT_TRUE(r);
+    EXPECT_NE(r->token, kOpen);
+    advance_constrained(s, r->token);
+    const std::string text = s.params.constraint->vocab->bytes(r->token) + run(s, rng, true);
+    ASSERT_TRUE(s.matcher->complete()) << text;
+    EXPECT_TRUE(nlohmann::json::parse(text)["a"].is_number_integer()) << text;
+  }
+  // Without reasoning tokens the open token is just an unallowed token.
+  Sequence plain = constrained(schema, 0.0f, 0);
+  std::vector<float> logits(static_cast<size_t>(plain.params.constraint->vocab->size()), 0.0f);
+  logits[kOpen] = 10.0f;
+  EXPECT_NE(sample_constrained(logits.data(), int(logits.size()), plain)->token, kOpen);
 }

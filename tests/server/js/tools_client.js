@@ -123,6 +123,19 @@ const parsed = {
     assert.equal(m.finish_reason, 'stop');
   },
 
+  async 'response_format on a reasoning model: the reasoning stays free, the JSON follows it'() {
+    // The first token opens the reasoning block (allowed only as the first); the grammar holds
+    // what follows </think>, where <tool_call> (the model's choice) is not JSON.
+    const schema = { type: 'object', properties: { name: { type: 'string' }, arguments: { type: 'object' } }, required: ['name', 'arguments'] };
+    for (const response_format of [{ type: 'json_object' }, { type: 'json_schema', json_schema: { name: 'call', schema } }]) {
+      const m = await both({ response_format, max_tokens: 20 });
+      assert.equal(m.reasoning_content, 'Checking the weather.');
+      assert.deepEqual(JSON.parse(m.content), call);
+      assert.equal(m.tool_calls.length, 0);
+      assert.equal(m.finish_reason, 'stop');
+    }
+  },
+
   async 'max_tokens inside the call: the call is dropped, finish_reason length'() {
     const m = await both({ max_tokens: 5 }); // ends after '{"name": "get_weather", '
     assert.equal(m.reasoning_content, 'Checking the weather.');
@@ -137,6 +150,13 @@ const off = {
     assert.equal(m.reasoning_content, null);
     assert.equal(m.tool_calls.length, 0);
     assert.equal(m.content, 'Checking the weather.' + '{"name": "get_weather", "arguments": {"city": "Paris"}}');
+    assert.equal(m.finish_reason, 'stop');
+  },
+
+  async 'without a reasoning parser, response_format holds the output from its first token'() {
+    const m = await both({ response_format: { type: 'json_object' } });
+    assert.equal(m.reasoning_content, null);
+    assert.deepEqual(JSON.parse(m.content), call);
     assert.equal(m.finish_reason, 'stop');
   },
 };
