@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
       {"start", ""},
       {"a key", "{\"name\": \"Ada\", "},
       {"in a string", "{\"name\": \"Ada Lov"},
+      {"in a string of at most 64", "{\"name\": \"Ada\", \"age\": 36, \"email\": \"ada@ex"},
       {"in a number", "{\"name\": \"Ada\", \"age\": 3"},
       {"in an array", "{\"name\": \"Ada\", \"age\": 36, \"tags\": [\"x\", "},
   };

@@ -87,6 +87,29 @@ void Grammar::finish() {
       for (const Symbol& s : alt) elements_.push_back({s.is_rule ? Kind::Rule : Kind::Bytes, s.index});
       elements_.push_back({Kind::End, 0});
     }
+  // Choice elements, after every alternative.
+  choice_pos_.assign(n, kNoAlternative);
+  for (size_t r = 0; r < n; ++r) {
+    const auto& alts = rules_[r];
+    if (alts.size() < 2) continue;
+    ByteSet seen;
+    bool disjoint = true;
+    for (const auto& alt : alts) {
+      disjoint = disjoint && !alt.empty() && !alt[0].is_rule && (seen & sets_[alt[0].index]).none();
+      if (!disjoint) break;
+      seen |= sets_[alt[0].index];
+    }
+    if (!disjoint) continue;
+    std::array<uint32_t, 256> table;
+    table.fill(kNoAlternative);
+    for (size_t a = 0; a < alts.size(); ++a)
+      for (unsigned b = 0; b < 256; ++b)
+        if (sets_[alts[a][0].index].test(b)) table[b] = starts_[r][a];
+    choice_pos_[r] = uint32_t(elements_.size());
+    elements_.push_back({Kind::Choice, uint32_t(choices_.size())});
+    elements_.push_back({Kind::End, 0});
+    choices_.push_back(table);
+  }
   rules_.clear();
   finished_ = true;
 }
@@ -94,6 +117,8 @@ void Grammar::finish() {
 namespace {
 
 using Kind = Grammar::Kind;
+
+constexpr size_t kKeepDuplicates = 16;
 
 // Pushes onto heads the tops of every stack that entry n (any element) leads to; reaching the
 // bottom sets complete. A rule's continuation is left off the stack when it would only end an
@@ -107,7 +132,7 @@ void expand(const Grammar& g, std::vector<Node>& nodes, int32_t n, std::vector<i
     }
     const Node node = nodes[size_t(n)];  // a copy: pushes below may move the arena
     const Grammar::Element e = el[node.pos];
-    if (e.kind == Kind::Bytes) {
+    if (e.kind == Kind::Bytes || e.kind == Kind::Choice) {
       heads.push_back(n);
       return;
     }
@@ -119,6 +144,11 @@ void expand(const Grammar& g, std::vector<Node>& nodes, int32_t n, std::vector<i
     if (el[node.pos + 1].kind != Kind::End) {
       nodes.push_back({node.pos + 1, node.below});
       cont = int32_t(nodes.size()) - 1;
+    }
+    if (const uint32_t choice = g.choice_of(e.index); choice != Grammar::kNoAlternative) {
+      nodes.push_back({choice, cont});
+      heads.push_back(int32_t(nodes.size()) - 1);
+      return;
     }
     for (uint32_t start : g.alternatives(e.index)) {
       if (el[start].kind == Kind::End) {
@@ -140,8 +170,13 @@ bool step(const Grammar& g, std::vector<Node>& nodes, std::vector<int32_t>& head
   const size_t begin = heads.size();
   bool complete = false;
   for (uint32_t i = first; i < last; ++i) {
-    const Node node = nodes[size_t(heads[i])];
-    if (!g.set(el[node.pos].index).test(b)) continue;
+    Node node = nodes[size_t(heads[i])];
+    if (el[node.pos].kind == Kind::Choice) {  // the alternative starting with b, at that byte
+      node.pos = g.choose(el[node.pos].index, b);
+      if (node.pos == Grammar::kNoAlternative) continue;
+    } else if (!g.set(el[node.pos].index).test(b)) {
+      continue;
+    }
     if (el[node.pos + 1].kind == Kind::End) {
       expand(g, nodes, node.below, heads, complete);
     } else {
@@ -149,7 +184,9 @@ bool step(const Grammar& g, std::vector<Node>& nodes, std::vector<int32_t>& head
       expand(g, nodes, int32_t(nodes.size()) - 1, heads, complete);
     }
   }
-  // Duplicates: the same position over the same entry.
+  // Duplicates (the same position over the same entry) only cost time, so a few are left; past
+  // that they are removed, so an ambiguous grammar cannot multiply its stacks.
+  if (heads.size() - begin <= kKeepDuplicates) return complete;
   auto same = [&](int32_t a, int32_t c) { return nodes[size_t(a)].pos == nodes[size_t(c)].pos && nodes[size_t(a)].below == nodes[size_t(c)].below; };
   size_t kept = begin;
   for (size_t i = begin; i < heads.size(); ++i) {

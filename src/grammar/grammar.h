@@ -18,6 +18,7 @@
 // sharing their tails), so the grammar may be ambiguous; it must not be left-recursive (finish()
 // refuses it), since reading a rule must take a byte before it can reach itself again.
 #pragma once
+#include <array>
 #include <bitset>
 #include <cstdint>
 #include <memory>
@@ -53,22 +54,33 @@ class Grammar {
   void finish();
   int num_rules() const { return int(rules_.size()); }
 
-  // The laid-out form: each alternative's symbols one after another, then an End.
-  enum class Kind : uint8_t { End, Bytes, Rule };
+  // The laid-out form: each alternative's symbols one after another, then an End. A rule whose
+  // alternatives all start with a byte, no byte in two of them (a character of a JSON string:
+  // plain, escape, each UTF-8 length), also has a Choice element: one stack top that picks the
+  // alternative by the byte read, where the rule's alternatives would be one top each.
+  enum class Kind : uint8_t { End, Bytes, Rule, Choice };
   struct Element {
     Kind kind;
-    uint32_t index;
+    uint32_t index;  // Bytes: a set; Rule: a rule; Choice: a choice table
   };
+  static constexpr uint32_t kNoAlternative = ~0u;
   const std::vector<Element>& elements() const { return elements_; }
   const std::vector<uint32_t>& alternatives(uint32_t rule) const { return starts_[rule]; }
   const ByteSet& set(uint32_t index) const { return sets_[index]; }
   uint32_t root() const { return uint32_t(root_); }
+  // The position of rule's Choice element, or kNoAlternative when it has none.
+  uint32_t choice_of(uint32_t rule) const { return choice_pos_[rule]; }
+  // Where the alternative of Choice table c that starts with byte b begins (at that byte's
+  // element), or kNoAlternative.
+  uint32_t choose(uint32_t c, uint8_t b) const { return choices_[c][b]; }
 
  private:
   std::vector<std::vector<std::vector<Symbol>>> rules_;
   std::vector<ByteSet> sets_;
   std::vector<Element> elements_;
   std::vector<std::vector<uint32_t>> starts_;  // per rule, where each alternative begins
+  std::vector<uint32_t> choice_pos_;            // per rule
+  std::vector<std::array<uint32_t, 256>> choices_;
   int root_ = -1;
   bool finished_ = false;
 };
