@@ -114,6 +114,16 @@ void Grammar::finish() {
   finished_ = true;
 }
 
+std::shared_ptr<const Grammar> choice_grammar(const std::vector<std::string>& texts) {
+  TESSERA_CHECK(!texts.empty(), "grammar: a choice among no texts");
+  Grammar g;
+  const int root = g.new_rule();
+  for (const auto& t : texts) g.add(root, g.literal(t));
+  g.set_root(root);
+  g.finish();
+  return std::make_shared<const Grammar>(std::move(g));
+}
+
 namespace {
 
 using Kind = Grammar::Kind;

@@ -85,6 +85,10 @@ class Grammar {
   bool finished_ = false;
 };
 
+// A grammar whose sentences are exactly the given texts (a choice among labels); throws
+// tessera::Error on an empty list.
+std::shared_ptr<const Grammar> choice_grammar(const std::vector<std::string>& texts);
+
 // A stack entry: the grammar element to read next, and the entry below it (-1: the bottom).
 struct Node {
   uint32_t pos;

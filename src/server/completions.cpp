@@ -96,19 +96,19 @@ std::vector<ChoiceSpec> build_choices(const Server::State& st, const GenerationR
   return out;
 }
 
-// The grammar of a response_format's schema, read through the model's tokens. A chat with a
+// The grammar of a request's structured output, read through the model's tokens. A chat with a
 // reasoning model reasons first: its reasoning block (one the prompt leaves open, or one the
 // first token opens) is left free, and the grammar holds what follows the close tag.
 std::shared_ptr<const grammar::Constraint> output_constraint(const Server::State& st, const GenerationRequest& r,
                                                              const std::string& rendered) {
   grammar::Constraint c;
   try {
-    c.grammar = grammar::json_schema_grammar(r.json_schema);
+    c.grammar = r.choices.empty() ? grammar::json_schema_grammar(r.json_schema) : grammar::choice_grammar(r.choices);
   } catch (const Error& e) {
-    throw ApiError(400, e.what(), "response_format");
+    throw ApiError(400, e.what(), r.output_param);
   }
   c.vocab = st.codec ? st.codec->grammar_vocab() : nullptr;
-  if (!c.vocab) throw ApiError(400, "structured output needs the model's tokenizer", "response_format");
+  if (!c.vocab) throw ApiError(400, "structured output needs the model's tokenizer", r.output_param);
   const tools::ThinkTags* tags = tools::find_think_tags(st.info.reasoning_format);
   if (r.endpoint == Endpoint::Chat && tags) {
     auto single_tokens = [&](const std::vector<std::string>& texts) {  // tags that are one token each
@@ -273,7 +273,7 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
     check_served_model(st, r.model);
     std::string rendered;
     std::vector<std::vector<int32_t>> prompts = tokenize_prompts(st, r, rendered);
-    if (!r.json_schema.is_null()) r.params.constraint = output_constraint(st, r, rendered);
+    if (!r.output_param.empty()) r.params.constraint = output_constraint(st, r, rendered);
     std::vector<ChoiceSpec> choices = build_choices(st, r, prompts);
     int capacity = st.info.max_num_seqs + st.cfg.max_queue;
     if (int(choices.size()) > capacity)

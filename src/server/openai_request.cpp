@@ -115,6 +115,66 @@ ChatInput chat_input(const json& body, const std::string& raw) {
   return c;
 }
 
+// Structured output: at most one of response_format (json_object / json_schema), vLLM's
+// structured_outputs (json, choice, json_object) and its older guided_json / guided_choice.
+// Schemas are taken with their keys in the order sent (`raw`).
+void parse_output_format(const json& body, const std::string& raw, GenerationRequest& r) {
+  auto ordered = [&](const char* key) {
+    return (raw.empty() ? nlohmann::ordered_json::parse(body.dump()) : nlohmann::ordered_json::parse(raw))[key];
+  };
+  std::vector<std::string> asked;
+  // vLLM takes a schema as an object or as its JSON text.
+  auto schema = [&](const nlohmann::ordered_json& v, const char* param) {
+    nlohmann::ordered_json s = v;
+    if (v.is_string()) s = nlohmann::ordered_json::parse(v.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    if (!s.is_object() && !s.is_boolean()) bad(param, "must be a JSON Schema (an object, or its JSON text)");
+    r.json_schema = std::move(s);
+    asked.push_back(param);
+  };
+  auto choices = [&](const json& v, const char* param) {
+    if (!v.is_array() || v.empty()) bad(param, "must be a non-empty array of strings");
+    for (const json& c : v) {
+      if (!c.is_string()) bad(param, "must be a non-empty array of strings");
+      r.choices.push_back(c.get<std::string>());
+    }
+    asked.push_back(param);
+  };
+
+  if (const json* v = field(body, "response_format")) {
+    if (!v->is_object() || !v->contains("type") || !(*v)["type"].is_string())
+      bad("response_format", "must be an object with a string 'type'");
+    const std::string type = (*v)["type"];
+    if (type == "json_object") {
+      // A schema beside it (llama.cpp's form) narrows the object; without one, any object.
+      if (v->contains("schema") && !(*v)["schema"].is_object()) bad("response_format", "schema must be an object");
+      schema(v->contains("schema") ? ordered("response_format")["schema"] : nlohmann::ordered_json{{"type", "object"}},
+             "response_format");
+    } else if (type == "json_schema") {
+      const json* js = v->contains("json_schema") ? &(*v)["json_schema"] : nullptr;
+      if (!js || !js->is_object() || !js->contains("schema") || !((*js)["schema"].is_object() || (*js)["schema"].is_boolean()))
+        bad("response_format", "json_schema must be an object with a 'schema'");
+      schema(ordered("response_format")["json_schema"]["schema"], "response_format");
+    } else if (type != "text") {
+      bad("response_format", "type must be 'text', 'json_object' or 'json_schema'");
+    }
+  }
+  if (field(body, "guided_json")) schema(ordered("guided_json"), "guided_json");
+  if (const json* v = field(body, "guided_choice")) choices(*v, "guided_choice");
+  if (const json* v = field(body, "structured_outputs")) {
+    if (!v->is_object()) bad("structured_outputs", "must be an object");
+    for (const auto& [key, value] : v->items()) {
+      if (key == "json") schema(ordered("structured_outputs")["json"], "structured_outputs");
+      else if (key == "choice") choices(value, "structured_outputs");
+      else if (key == "json_object" && value == true) schema(nlohmann::ordered_json{{"type", "object"}}, "structured_outputs");
+      else if (key == "json_object" || key.rfind("disable_", 0) == 0) continue;  // false, and the back end's hints
+      else bad("structured_outputs", "'" + key + "' is not supported (json, choice and json_object are)");
+    }
+  }
+  if (asked.size() > 1)
+    bad(asked[1], "asks for structured output as " + asked[0] + " does: a request takes one kind of it");
+  if (!asked.empty()) r.output_param = asked[0];
+}
+
 // Fields both endpoints share. min_tokens: the least max_tokens accepted (0 only for a
 // completion that echoes its prompt).
 void parse_common(const json& body, GenerationRequest& r, const std::string& raw, int min_tokens = 1) {
@@ -186,26 +246,7 @@ void parse_common(const json& body, GenerationRequest& r, const std::string& raw
     r.include_usage = boolean(*v, "include_usage").value_or(false);
   }
 
-  if (const json* v = field(body, "response_format")) {
-    if (!v->is_object() || !v->contains("type") || !(*v)["type"].is_string())
-      bad("response_format", "must be an object with a string 'type'");
-    const std::string type = (*v)["type"];
-    auto ordered = [&] {
-      return (raw.empty() ? nlohmann::ordered_json::parse(body.dump()) : nlohmann::ordered_json::parse(raw))["response_format"];
-    };
-    if (type == "json_object") {
-      // A schema beside it (llama.cpp's form) narrows the object; without one, any object.
-      if (v->contains("schema") && !(*v)["schema"].is_object()) bad("response_format", "schema must be an object");
-      r.json_schema = v->contains("schema") ? ordered()["schema"] : nlohmann::ordered_json{{"type", "object"}};
-    } else if (type == "json_schema") {
-      const json* js = v->contains("json_schema") ? &(*v)["json_schema"] : nullptr;
-      if (!js || !js->is_object() || !js->contains("schema") || !((*js)["schema"].is_object() || (*js)["schema"].is_boolean()))
-        bad("response_format", "json_schema must be an object with a 'schema'");
-      r.json_schema = ordered()["json_schema"]["schema"];
-    } else if (type != "text") {
-      bad("response_format", "type must be 'text', 'json_object' or 'json_schema'");
-    }
-  }
+  parse_output_format(body, raw, r);
   if (auto b = integer(body, "best_of", 1, 128); b && *b != r.n)
     throw ApiError(400, "'best_of' other than n is not supported", "best_of");
 }

@@ -42,9 +42,12 @@ struct GenerationRequest {
   bool return_token_ids = false;  // extension (vLLM): prompt and generated ids in the response
   nlohmann::json tool_choice;     // as sent (null: auto)
   bool parallel_tool_calls = true;
-  // response_format json_object / json_schema: the JSON Schema the output is held to, keys in
-  // the order sent (the order properties are written in); null: free text.
+  // Structured output (response_format json_object / json_schema; vLLM's structured_outputs,
+  // guided_json, guided_choice): the JSON Schema the output is held to, keys in the order sent
+  // (the order properties are written in), or the texts it must be one of. Neither: free text.
   nlohmann::ordered_json json_schema;
+  std::vector<std::string> choices;
+  std::string output_param;  // the field that asked for it (its errors name it)
 };
 
 // `defaults` are the model's sampling defaults; fields the request sets override them.

@@ -334,3 +334,14 @@ TEST(Vocab, AllowedEqualsAskingEachToken) {
     EXPECT_GT(n, 0) << prefix;
   }
 }
+
+TEST(Grammar, ChoiceOfTexts) {
+  auto g = choice_grammar({"positive", "pos", "negative", ""});
+  for (const char* ok : {"positive", "pos", "negative", ""}) EXPECT_TRUE(matches(g, ok)) << ok;
+  for (const char* bad : {"posit", "neg", "positives", " pos", "neutral"}) EXPECT_FALSE(matches(g, bad)) << bad;
+  Matcher m(g);
+  EXPECT_TRUE(m.complete());  // "" is a choice
+  ASSERT_TRUE(m.advance("pos"));
+  EXPECT_TRUE(m.complete() && m.can_continue());
+  EXPECT_THROW(choice_grammar({}), Error);
+}

@@ -158,3 +158,44 @@ TEST(OpenAiRequest, ErrorBodyHasOpenAisShape) {
 }
 
 }  // namespace
+
+// Structured output's four spellings, each giving a schema (keys in the order sent) or choices,
+// and the field its errors name; two of them in one request are refused.
+TEST(OpenAiRequest, StructuredOutputFormsAndTheirErrors) {
+  auto parse = [](const std::string& extra) {
+    const std::string raw = R"({"prompt": [1, 2], )" + extra + "}";
+    return parse_completion_request(json::parse(raw), {}, raw);
+  };
+  auto r = parse(R"("response_format": {"type": "json_schema", "json_schema": {"name": "x",
+                    "schema": {"type": "object", "properties": {"z": {}, "a": {}}}}})");
+  EXPECT_EQ(r.output_param, "response_format");
+  EXPECT_EQ(r.json_schema["properties"].begin().key(), "z");  // the order sent
+  r = parse(R"("guided_json": "{\"type\": \"integer\"}")");
+  EXPECT_EQ(r.output_param, "guided_json");
+  EXPECT_EQ(r.json_schema, nlohmann::ordered_json::parse(R"({"type": "integer"})"));
+  r = parse(R"("guided_choice": ["yes", "no"])");
+  EXPECT_EQ(r.output_param, "guided_choice");
+  EXPECT_EQ(r.choices, (std::vector<std::string>{"yes", "no"}));
+  r = parse(R"("structured_outputs": {"choice": ["a"], "disable_any_whitespace": true})");
+  EXPECT_EQ(r.choices, std::vector<std::string>{"a"});
+  r = parse(R"("structured_outputs": {"json_object": true})");
+  EXPECT_EQ(r.json_schema, nlohmann::ordered_json::parse(R"({"type": "object"})"));
+  r = parse(R"("response_format": {"type": "text"})");
+  EXPECT_TRUE(r.output_param.empty());
+
+  json ok = {{"prompt", {1, 2}}};
+  auto with = [&](const char* k, json v) {
+    json b = ok;
+    b[k] = std::move(v);
+    return b;
+  };
+  EXPECT_EQ(rejected_param(with("guided_json", "{not json")), "guided_json");
+  EXPECT_EQ(rejected_param(with("guided_json", 3)), "guided_json");
+  EXPECT_EQ(rejected_param(with("guided_choice", json::array())), "guided_choice");
+  EXPECT_EQ(rejected_param(with("guided_choice", {"a", 1})), "guided_choice");
+  EXPECT_EQ(rejected_param(with("structured_outputs", {{"regex", "a+"}})), "structured_outputs");
+  EXPECT_EQ(rejected_param(with("structured_outputs", "json")), "structured_outputs");
+  json both = with("guided_choice", {"a"});
+  both["response_format"] = {{"type", "json_object"}};
+  EXPECT_EQ(rejected_param(both), "guided_choice");  // the second kind named
+}

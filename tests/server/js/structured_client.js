@@ -78,6 +78,30 @@ run({
     assert.ok(parsed >= 1, 'no choice finished');
   },
 
+  async "vLLM's forms: guided_choice, structured_outputs, guided_json"() {
+    const labels = ['light', 'darkness', 'the firmament'];
+    const chat = await client.chat.completions.create({
+      model, messages: [{ role: 'user', content: 'What did God divide?' }], guided_choice: labels, n: 4, temperature: 1.0, seed: 3, max_tokens: 20,
+    });
+    for (const c of chat.choices) {
+      assert.ok(labels.includes(c.message.content), c.message.content);
+      assert.equal(c.finish_reason, 'stop');
+    }
+    const text = await client.completions.create({
+      model, prompt: 'And God called the', structured_outputs: { choice: labels }, temperature: 0, max_tokens: 20,
+    });
+    assert.ok(labels.includes(text.choices[0].text), text.choices[0].text);
+    const j = await client.completions.create({
+      model, prompt: 'And God said', guided_json: JSON.stringify(person), temperature: 0, max_tokens: 300,
+    });
+    assert.equal(j.choices[0].finish_reason, 'stop');
+    check_person(j.choices[0].text);
+    await assert.rejects(
+      client.completions.create({ model, prompt: 'x', guided_choice: ['a'], response_format: { type: 'json_object' } }),
+      (e) => e.status === 400 && e.param === 'guided_choice',
+    );
+  },
+
   async 'a schema the server cannot hold is refused, naming response_format'() {
     for (const [response_format, why] of [
       [{ type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a+$' } } }, "'pattern'"],
