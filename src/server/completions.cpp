@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "grammar/vocab.h"
 #include "server/api_error.h"
@@ -103,7 +104,9 @@ std::shared_ptr<const grammar::Constraint> output_constraint(const Server::State
                                                              const std::string& rendered) {
   grammar::Constraint c;
   try {
-    c.grammar = r.choices.empty() ? grammar::json_schema_grammar(r.json_schema) : grammar::choice_grammar(r.choices);
+    c.grammar = !r.gbnf.empty()      ? grammar::gbnf_grammar(r.gbnf)
+                : !r.choices.empty() ? grammar::choice_grammar(r.choices)
+                                     : grammar::json_schema_grammar(r.json_schema);
   } catch (const Error& e) {
     throw ApiError(400, e.what(), r.output_param);
   }

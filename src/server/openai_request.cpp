@@ -116,8 +116,9 @@ ChatInput chat_input(const json& body, const std::string& raw) {
 }
 
 // Structured output: at most one of response_format (json_object / json_schema), vLLM's
-// structured_outputs (json, choice, json_object) and its older guided_json / guided_choice.
-// Schemas are taken with their keys in the order sent (`raw`).
+// structured_outputs (json, choice, grammar, json_object) and its older guided_json /
+// guided_choice / guided_grammar, and llama.cpp's grammar (GBNF). Schemas are taken with their
+// keys in the order sent (`raw`).
 void parse_output_format(const json& body, const std::string& raw, GenerationRequest& r) {
   auto ordered = [&](const char* key) {
     return (raw.empty() ? nlohmann::ordered_json::parse(body.dump()) : nlohmann::ordered_json::parse(raw))[key];
@@ -129,6 +130,11 @@ void parse_output_format(const json& body, const std::string& raw, GenerationReq
     if (v.is_string()) s = nlohmann::ordered_json::parse(v.get<std::string>(), nullptr, /*allow_exceptions=*/false);
     if (!s.is_object() && !s.is_boolean()) bad(param, "must be a JSON Schema (an object, or its JSON text)");
     r.json_schema = std::move(s);
+    asked.push_back(param);
+  };
+  auto gbnf = [&](const json& v, const char* param) {
+    if (!v.is_string() || v.get<std::string>().empty()) bad(param, "must be a grammar (GBNF text)");
+    r.gbnf = v.get<std::string>();
     asked.push_back(param);
   };
   auto choices = [&](const json& v, const char* param) {
@@ -160,14 +166,17 @@ void parse_output_format(const json& body, const std::string& raw, GenerationReq
   }
   if (field(body, "guided_json")) schema(ordered("guided_json"), "guided_json");
   if (const json* v = field(body, "guided_choice")) choices(*v, "guided_choice");
+  if (const json* v = field(body, "guided_grammar")) gbnf(*v, "guided_grammar");
+  if (const json* v = field(body, "grammar")) gbnf(*v, "grammar");
   if (const json* v = field(body, "structured_outputs")) {
     if (!v->is_object()) bad("structured_outputs", "must be an object");
     for (const auto& [key, value] : v->items()) {
       if (key == "json") schema(ordered("structured_outputs")["json"], "structured_outputs");
       else if (key == "choice") choices(value, "structured_outputs");
+      else if (key == "grammar") gbnf(value, "structured_outputs");
       else if (key == "json_object" && value == true) schema(nlohmann::ordered_json{{"type", "object"}}, "structured_outputs");
       else if (key == "json_object" || key.rfind("disable_", 0) == 0) continue;  // false, and the back end's hints
-      else bad("structured_outputs", "'" + key + "' is not supported (json, choice and json_object are)");
+      else bad("structured_outputs", "'" + key + "' is not supported (json, choice, grammar and json_object are)");
     }
   }
   if (asked.size() > 1)

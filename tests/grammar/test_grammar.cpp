@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "grammar/vocab.h"
 
@@ -344,4 +345,79 @@ TEST(Grammar, ChoiceOfTexts) {
   ASSERT_TRUE(m.advance("pos"));
   EXPECT_TRUE(m.complete() && m.can_continue());
   EXPECT_THROW(choice_grammar({}), Error);
+}
+
+std::shared_ptr<const Grammar> gbnf(const char* text) { return gbnf_grammar(text); }
+
+TEST(Gbnf, RulesLiteralsClassesAndRepetition) {
+  auto g = gbnf(R"(
+    # a list of answers
+    root   ::= answer ("," ws answer)*
+    answer ::= "yes" | "no"
+             | [0-9]{1,3} | "\"" [^"\\\n]* "\""
+    ws     ::= [ \t]?
+  )");
+  for (const char* ok : {"yes", "no,yes", "7, 42,no", "123", "\"a b\"", "\"é☃\",yes", "\"\""})
+    EXPECT_TRUE(matches(g, ok)) << ok;
+  for (const char* bad : {"", "maybe", "1234", "yes,", "yes,  no", "\"a\\\"", "\"\n\"", "yes no"})
+    EXPECT_FALSE(matches(g, bad)) << bad;
+
+  auto counts = gbnf(R"(root ::= "a"{2} "b"{1,} "c"{0,2} ("de")+ .? "\x41\u00e9\U0001F999")");
+  EXPECT_TRUE(matches(counts, "aabde" "Aé🦙"));
+  EXPECT_TRUE(matches(counts, "aabbbccdedez" "Aé🦙"));
+  EXPECT_TRUE(matches(counts, "aabde☃" "Aé🦙"));
+  EXPECT_FALSE(matches(counts, "abde" "Aé🦙"));
+  EXPECT_FALSE(matches(counts, "aabcccde" "Aé🦙"));
+  EXPECT_FALSE(matches(counts, "aab" "Aé🦙"));
+}
+
+// Character classes over code points, as UTF-8: every code point of a sample, in or out.
+TEST(Gbnf, ClassesMatchExactlyTheirCodePoints) {
+  auto g = gbnf(R"(root ::= [a-zа-я\u00e0-\u00ff\u0800-\uFFFD\U00010000-\U0001F600] | [^\x00-\u07ff])");
+  auto in_class = [](uint32_t c) {
+    const bool first = (c >= 'a' && c <= 'z') || (c >= 0x430 && c <= 0x44F) || (c >= 0xE0 && c <= 0xFF) ||
+                       (c >= 0x800 && c <= 0xFFFD) || (c >= 0x10000 && c <= 0x1F600);
+    return first || c > 0x7FF;  // the negated class: everything from U+0800 (surrogates are not characters)
+  };
+  auto encode = [](uint32_t c) {
+    std::string s;
+    if (c < 0x80) s += char(c);
+    else if (c < 0x800) s += char(0xC0 | c >> 6), s += char(0x80 | (c & 0x3F));
+    else if (c < 0x10000) s += char(0xE0 | c >> 12), s += char(0x80 | (c >> 6 & 0x3F)), s += char(0x80 | (c & 0x3F));
+    else s += char(0xF0 | c >> 18), s += char(0x80 | (c >> 12 & 0x3F)), s += char(0x80 | (c >> 6 & 0x3F)), s += char(0x80 | (c & 0x3F));
+    return s;
+  };
+  std::mt19937 rng(5);
+  std::vector<uint32_t> sample = {0, 'a', 'z', '{', 0x42F, 0x430, 0x44F, 0xDF, 0xE0, 0xFF, 0x100, 0x7FF, 0x800, 0xFFFD,
+                                  0xFFFE, 0xFFFF, 0x10000, 0x1F600, 0x1F601, 0x10FFFF};
+  for (int k = 0; k < 3000; ++k) sample.push_back(rng() % 0x110000);
+  for (uint32_t c : sample) {
+    if (c >= 0xD800 && c <= 0xDFFF) continue;
+    EXPECT_EQ(matches(g, encode(c)), in_class(c)) << std::hex << c;
+  }
+  // Bytes that are no character: never.
+  for (const char* bad : {"\xC0\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xFF"}) EXPECT_FALSE(matches(g, bad));
+}
+
+TEST(Gbnf, ErrorsNameTheLineAndColumn) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"root ::= \"a", "line 1, column 10: unterminated string"},
+      {"root ::= a\n", "rule 'a' is used but not defined"},
+      {"start ::= \"x\"", "no rule 'root'"},
+      {"root ::= \"x\"\nroot ::= \"y\"", "line 2, column 1: rule 'root' is defined twice"},
+      {"root ::= [b-a]", "runs backwards"},
+      {"root ::= x \"a\"\nx ::= root | \"b\"", "can reach itself before reading"},
+      {"root ::= \"a\"{3,1}", "below its minimum"},
+      {"root ::= (\"a\"", "missing ')'"},
+      {"root = \"a\"", "expected '::='"},
+      {"root ::= \"\\q\"", "unknown escape"},
+  };
+  for (auto [text, want] : cases) {
+    try {
+      gbnf(text);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << text << " -> " << e.what();
+    }
+  }
 }

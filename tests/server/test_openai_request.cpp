@@ -194,6 +194,10 @@ TEST(OpenAiRequest, StructuredOutputFormsAndTheirErrors) {
   EXPECT_EQ(rejected_param(with("guided_choice", json::array())), "guided_choice");
   EXPECT_EQ(rejected_param(with("guided_choice", {"a", 1})), "guided_choice");
   EXPECT_EQ(rejected_param(with("structured_outputs", {{"regex", "a+"}})), "structured_outputs");
+  EXPECT_EQ(rejected_param(with("grammar", json::array())), "grammar");
+  EXPECT_EQ(rejected_param(with("guided_grammar", "")), "guided_grammar");
+  EXPECT_EQ(parse(R"("grammar": "root ::= \"a\"")").gbnf, "root ::= \"a\"");
+  EXPECT_EQ(parse(R"("structured_outputs": {"grammar": "root ::= [0-9]+"})").output_param, "structured_outputs");
   EXPECT_EQ(rejected_param(with("structured_outputs", "json")), "structured_outputs");
   json both = with("guided_choice", {"a"});
   both["response_format"] = {{"type", "json_object"}};

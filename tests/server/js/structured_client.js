@@ -102,6 +102,21 @@ run({
     );
   },
 
+  async "grammars in GBNF: llama.cpp's grammar, vLLM's structured_outputs.grammar"() {
+    const grammar = 'root ::= verse (", " verse){0,2}\nverse ::= [1-9] [0-9]? ":" [1-9] [0-9]?';
+    for (const extra of [{ grammar }, { structured_outputs: { grammar } }]) {
+      const r = await client.completions.create({ model, prompt: 'And God said', temperature: 0.9, seed: 4, n: 3, max_tokens: 40, ...extra });
+      for (const c of r.choices) {
+        assert.equal(c.finish_reason, 'stop', c.text);
+        assert.match(c.text, /^[1-9][0-9]?:[1-9][0-9]?(, [1-9][0-9]?:[1-9][0-9]?){0,2}$/);
+      }
+    }
+    await assert.rejects(
+      client.completions.create({ model, prompt: 'x', grammar: 'root ::= undefined-rule' }),
+      (e) => e.status === 400 && e.param === 'grammar' && e.message.includes("'undefined-rule' is used but not defined"),
+    );
+  },
+
   async 'a schema the server cannot hold is refused, naming response_format'() {
     for (const [response_format, why] of [
       [{ type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a+$' } } }, "'pattern'"],

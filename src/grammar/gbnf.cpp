@@ -1,0 +1,361 @@
+#include "grammar/gbnf.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+
+namespace tessera::grammar {
+
+namespace {
+
+using Sym = Grammar::Symbol;
+using Range = std::pair<uint32_t, uint32_t>;  // code points [first, second]
+
+constexpr uint32_t kMaxRepeat = 10000;
+
+std::string utf8(uint32_t cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s += char(cp);
+  } else if (cp < 0x800) {
+    s += char(0xC0 | cp >> 6), s += char(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    s += char(0xE0 | cp >> 12), s += char(0x80 | (cp >> 6 & 0x3F)), s += char(0x80 | (cp & 0x3F));
+  } else {
+    s += char(0xF0 | cp >> 18), s += char(0x80 | (cp >> 12 & 0x3F)), s += char(0x80 | (cp >> 6 & 0x3F)),
+        s += char(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+// The code points [lo, hi] as UTF-8: sequences of byte ranges, each byte free in its range
+// (split where the encoded length changes, then where a trailing byte would not span 80-BF).
+void utf8_sequences(uint32_t lo, uint32_t hi, std::vector<std::vector<std::pair<uint8_t, uint8_t>>>& out) {
+  for (uint32_t top : {0x7Fu, 0x7FFu, 0xFFFFu})
+    if (lo <= top && hi > top) {
+      utf8_sequences(lo, top, out);
+      utf8_sequences(top + 1, hi, out);
+      return;
+    }
+  const int n = hi < 0x80 ? 1 : hi < 0x800 ? 2 : hi < 0x10000 ? 3 : 4;
+  for (int i = 1; i < n; ++i) {
+    const uint32_t m = (1u << (6 * i)) - 1;
+    if ((lo & ~m) == (hi & ~m)) continue;
+    if ((lo & m) != 0) {
+      utf8_sequences(lo, lo | m, out);
+      utf8_sequences((lo | m) + 1, hi, out);
+      return;
+    }
+    if ((hi & m) != m) {
+      utf8_sequences(lo, (hi & ~m) - 1, out);
+      utf8_sequences(hi & ~m, hi, out);
+      return;
+    }
+  }
+  const std::string a = utf8(lo), b = utf8(hi);
+  std::vector<std::pair<uint8_t, uint8_t>> seq;
+  for (size_t k = 0; k < a.size(); ++k) seq.emplace_back(uint8_t(a[k]), uint8_t(b[k]));
+  out.push_back(std::move(seq));
+}
+
+// Sorted, merged, without the UTF-16 surrogates (not characters).
+std::vector<Range> normalized(std::vector<Range> rs) {
+  std::vector<Range> cut;
+  for (auto [a, b] : rs) {
+    if (a <= 0xD7FF) cut.emplace_back(a, std::min(b, 0xD7FFu));
+    if (b >= 0xE000) cut.emplace_back(std::max(a, 0xE000u), b);
+  }
+  std::sort(cut.begin(), cut.end());
+  std::vector<Range> out;
+  for (auto r : cut)
+    if (!out.empty() && r.first <= out.back().second + 1) out.back().second = std::max(out.back().second, r.second);
+    else out.push_back(r);
+  return out;
+}
+
+std::vector<Range> complement(const std::vector<Range>& rs) {
+  std::vector<Range> out;
+  uint32_t next = 0;
+  for (auto [a, b] : normalized(rs)) {
+    if (a > next) out.emplace_back(next, a - 1);
+    next = b + 1;
+  }
+  if (next <= 0x10FFFF) out.emplace_back(next, 0x10FFFF);
+  return normalized(out);
+}
+
+class Parser {
+ public:
+  explicit Parser(std::string_view text) : t_(text) {}
+
+  std::shared_ptr<const Grammar> run() {
+    skip();
+    while (i_ < t_.size()) {
+      const size_t at = i_;
+      const std::string name = identifier();
+      skip();
+      if (t_.substr(i_, 3) != "::=") fail("expected '::=' after the rule name '" + name + "'", i_);
+      i_ += 3;
+      if (defined_.count(name)) fail("rule '" + name + "' is defined twice", at);
+      defined_[name] = at;
+      const int r = rule(name);
+      for (auto& alt : alternatives(false)) g_.add(r, std::move(alt));
+    }
+    for (const auto& [name, at] : used_)
+      if (!defined_.count(name)) fail("rule '" + name + "' is used but not defined", at);
+    if (!defined_.count("root")) fail("no rule 'root'", t_.size());
+    g_.set_root(rules_["root"]);
+    try {
+      g_.finish();
+    } catch (const Error& e) {  // left recursion: name the rule, where it is one of the text's
+      const std::string what = e.what();
+      const size_t at = what.find("rule ");
+      const int id = at == std::string::npos ? -1 : std::atoi(what.c_str() + at + 5);
+      std::string name = "a group or repetition";
+      for (const auto& [n, r] : rules_)
+        if (r == id) name = "rule '" + n + "'";
+      throw Error("grammar: " + name + " can reach itself before reading a character (left recursion)");
+    }
+    return std::make_shared<const Grammar>(std::move(g_));
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what, size_t at) const {
+    size_t line = 1, col = 1;
+    for (size_t k = 0; k < at && k < t_.size(); ++k) t_[k] == '\n' ? (++line, col = 1) : ++col;
+    throw Error("grammar line " + std::to_string(line) + ", column " + std::to_string(col) + ": " + what);
+  }
+  bool at_end() const { return i_ >= t_.size(); }
+  char peek() const { return at_end() ? '\0' : t_[i_]; }
+  static bool name_char(char c) { return std::isalnum(uint8_t(c)) || c == '-' || c == '_'; }
+
+  // Spaces, newlines and comments.
+  void skip() {
+    while (!at_end()) {
+      if (std::isspace(uint8_t(peek()))) ++i_;
+      else if (peek() == '#') while (!at_end() && peek() != '\n') ++i_;
+      else break;
+    }
+  }
+  // Whether a rule definition starts here (`name ::=`): the end of the one before.
+  bool definition_ahead() const {
+    size_t k = i_;
+    while (k < t_.size() && name_char(t_[k])) ++k;
+    if (k == i_) return false;
+    while (k < t_.size() && (t_[k] == ' ' || t_[k] == '\t' || t_[k] == '\n' || t_[k] == '\r')) ++k;
+    return t_.substr(k, 3) == "::=";
+  }
+  std::string identifier() {
+    const size_t start = i_;
+    while (!at_end() && name_char(peek())) ++i_;
+    if (i_ == start) fail("expected a rule name", start);
+    return std::string(t_.substr(start, i_ - start));
+  }
+  int rule(const std::string& name) {
+    auto it = rules_.find(name);
+    if (it == rules_.end()) it = rules_.emplace(name, g_.new_rule()).first;
+    return it->second;
+  }
+  int new_rule(std::vector<std::vector<Sym>> alts) {
+    const int r = g_.new_rule();
+    for (auto& a : alts) g_.add(r, std::move(a));
+    return r;
+  }
+
+  // alternatives ::= sequence ("|" sequence)*, up to ')' when nested, else up to the next rule.
+  std::vector<std::vector<Sym>> alternatives(bool nested) {
+    std::vector<std::vector<Sym>> alts(1);
+    for (;;) {
+      skip();
+      if (at_end() || (!nested && definition_ahead())) break;
+      if (peek() == ')') {
+        if (!nested) fail("unmatched ')'", i_);
+        break;
+      }
+      if (peek() == '|') {
+        ++i_;
+        alts.emplace_back();
+        continue;
+      }
+      std::vector<Sym> item = primary();
+      item = repeated(std::move(item));
+      alts.back().insert(alts.back().end(), item.begin(), item.end());
+    }
+    return alts;
+  }
+
+  std::vector<Sym> primary() {
+    const size_t at = i_;
+    const char c = peek();
+    if (c == '"') {
+      ++i_;
+      std::string bytes;
+      while (!at_end() && peek() != '"') bytes += utf8(character(true));
+      if (at_end()) fail("unterminated string", at);
+      ++i_;
+      return g_.literal(bytes);
+    }
+    if (c == '[') {
+      ++i_;
+      const bool negated = peek() == '^';
+      if (negated) ++i_;
+      std::vector<Range> ranges;
+      while (!at_end() && peek() != ']') {
+        const uint32_t a = character(false);
+        uint32_t b = a;
+        if (peek() == '-' && i_ + 1 < t_.size() && t_[i_ + 1] != ']') {
+          ++i_;
+          b = character(false);
+          if (b < a) fail("a character range that runs backwards", at);
+        }
+        ranges.emplace_back(a, b);
+      }
+      if (at_end()) fail("unterminated character class", at);
+      ++i_;
+      return {Grammar::rule(characters(negated ? complement(ranges) : normalized(ranges), at))};
+    }
+    if (c == '.') {
+      ++i_;
+      return {Grammar::rule(characters(complement({}), at))};
+    }
+    if (c == '(') {
+      ++i_;
+      auto alts = alternatives(true);
+      if (peek() != ')') fail("missing ')'", at);
+      ++i_;
+      return {Grammar::rule(new_rule(std::move(alts)))};
+    }
+    if (name_char(c)) {
+      const std::string name = identifier();
+      used_.emplace(name, at);
+      return {Grammar::rule(rule(name))};
+    }
+    fail(std::string("unexpected '") + c + "'", at);
+  }
+
+  // A rule matching one character of the ranges.
+  int characters(const std::vector<Range>& ranges, size_t at) {
+    if (ranges.empty()) fail("a character class that matches nothing", at);
+    std::vector<std::vector<std::pair<uint8_t, uint8_t>>> seqs;
+    for (auto [a, b] : ranges) utf8_sequences(a, b, seqs);
+    std::vector<std::vector<Sym>> alts;
+    for (const auto& seq : seqs) {
+      std::vector<Sym> alt;
+      for (auto [lo, hi] : seq) alt.push_back(g_.bytes(byte_range(lo, hi)));
+      alts.push_back(std::move(alt));
+    }
+    return new_rule(std::move(alts));
+  }
+
+  // One character of a string (in_string) or a class, escapes decoded, as a code point.
+  uint32_t character(bool in_string) {
+    const size_t at = i_;
+    if (at_end()) fail("unexpected end", at);
+    if (peek() != '\\') {
+      const uint8_t b = uint8_t(t_[i_]);
+      const int n = b < 0x80 ? 0 : b >= 0xC2 && b <= 0xDF ? 1 : b >= 0xE0 && b <= 0xEF ? 2 : b >= 0xF0 && b <= 0xF4 ? 3 : -1;
+      if (n < 0 || i_ + size_t(n) >= t_.size()) fail("invalid UTF-8", at);
+      uint32_t cp = n == 0 ? b : b & (0x3F >> n);
+      for (int k = 1; k <= n; ++k) {
+        const uint8_t c = uint8_t(t_[i_ + size_t(k)]);
+        if ((c & 0xC0) != 0x80) fail("invalid UTF-8", at);
+        cp = cp << 6 | (c & 0x3F);
+      }
+      i_ += size_t(n) + 1;
+      return cp;
+    }
+    ++i_;
+    const char e = peek();
+    ++i_;
+    switch (e) {
+      case 'n': return '\n';
+      case 'r': return '\r';
+      case 't': return '\t';
+      case '\\': case '"': case '[': case ']': case '-': case '^': case '\'': return uint32_t(e);
+      case 'x': return hex(2, at);
+      case 'u': return hex(4, at);
+      case 'U': return hex(8, at);
+      default: fail(std::string("unknown escape '\\") + e + "'" + (in_string ? " in a string" : " in a class"), at);
+    }
+  }
+  uint32_t hex(int digits, size_t at) {
+    uint32_t v = 0;
+    for (int k = 0; k < digits; ++k, ++i_) {
+      const char c = peek();
+      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      if (d < 0) fail("expected " + std::to_string(digits) + " hex digits", at);
+      v = v << 4 | uint32_t(d);
+    }
+    if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) fail("not a character", at);
+    return v;
+  }
+
+  // item followed by *, +, ?, {m}, {m,} or {m,n}.
+  std::vector<Sym> repeated(std::vector<Sym> item) {
+    const size_t at = i_;
+    const char c = peek();
+    if (c != '*' && c != '+' && c != '?' && c != '{') return item;
+    ++i_;
+    uint32_t min = 0, max = 0;
+    bool unbounded = false;
+    if (c == '*') unbounded = true;
+    else if (c == '+') min = 1, unbounded = true;
+    else if (c == '?') max = 1;
+    else {
+      min = number(at);
+      max = min;
+      if (peek() == ',') {
+        ++i_;
+        if (peek() == '}') unbounded = true;
+        else max = number(at);
+      }
+      if (peek() != '}') fail("expected '}'", at);
+      ++i_;
+      if (!unbounded && max < min) fail("a repetition whose maximum is below its minimum", at);
+    }
+    const Sym x = item.size() == 1 ? item[0] : Grammar::rule(new_rule({item}));
+    std::vector<Sym> out(min, x);
+    if (unbounded) {
+      const int star = g_.new_rule();  // star ::= "" | x star
+      g_.add(star, {});
+      g_.add(star, {x, Grammar::rule(star)});
+      out.push_back(Grammar::rule(star));
+    } else if (max > min) {
+      int opt = new_rule({{}, {x}});  // up to max - min more, nested: "" | x ("" | x (...))
+      for (uint32_t k = 1; k < max - min; ++k) opt = new_rule({{}, {x, Grammar::rule(opt)}});
+      out.push_back(Grammar::rule(opt));
+    }
+    return out;
+  }
+  uint32_t number(size_t at) {
+    skip();
+    uint32_t v = 0;
+    const size_t start = i_;
+    while (!at_end() && std::isdigit(uint8_t(peek()))) {
+      v = v * 10 + uint32_t(peek() - '0');
+      if (v > kMaxRepeat) fail("a repetition count above " + std::to_string(kMaxRepeat), at);
+      ++i_;
+    }
+    if (i_ == start) fail("expected a number", at);
+    skip();
+    return v;
+  }
+
+  std::string_view t_;
+  size_t i_ = 0;
+  Grammar g_;
+  std::map<std::string, int> rules_;
+  std::map<std::string, size_t> defined_, used_;  // where each name is defined / first used
+};
+
+}  // namespace
+
+std::shared_ptr<const Grammar> gbnf_grammar(std::string_view text) { return Parser(text).run(); }
+
+}  // namespace tessera::grammar
