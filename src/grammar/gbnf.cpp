@@ -4,91 +4,21 @@
 #include <cctype>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "grammar/code_points.h"
 
 namespace tessera::grammar {
 
 namespace {
 
 using Sym = Grammar::Symbol;
-using Range = std::pair<uint32_t, uint32_t>;  // code points [first, second]
 
 constexpr uint32_t kMaxRepeat = 10000;
-
-std::string utf8(uint32_t cp) {
-  std::string s;
-  if (cp < 0x80) {
-    s += char(cp);
-  } else if (cp < 0x800) {
-    s += char(0xC0 | cp >> 6), s += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    s += char(0xE0 | cp >> 12), s += char(0x80 | (cp >> 6 & 0x3F)), s += char(0x80 | (cp & 0x3F));
-  } else {
-    s += char(0xF0 | cp >> 18), s += char(0x80 | (cp >> 12 & 0x3F)), s += char(0x80 | (cp >> 6 & 0x3F)),
-        s += char(0x80 | (cp & 0x3F));
-  }
-  return s;
-}
-
-// The code points [lo, hi] as UTF-8: sequences of byte ranges, each byte free in its range
-// (split where the encoded length changes, then where a trailing byte would not span 80-BF).
-void utf8_sequences(uint32_t lo, uint32_t hi, std::vector<std::vector<std::pair<uint8_t, uint8_t>>>& out) {
-  for (uint32_t top : {0x7Fu, 0x7FFu, 0xFFFFu})
-    if (lo <= top && hi > top) {
-      utf8_sequences(lo, top, out);
-      utf8_sequences(top + 1, hi, out);
-      return;
-    }
-  const int n = hi < 0x80 ? 1 : hi < 0x800 ? 2 : hi < 0x10000 ? 3 : 4;
-  for (int i = 1; i < n; ++i) {
-    const uint32_t m = (1u << (6 * i)) - 1;
-    if ((lo & ~m) == (hi & ~m)) continue;
-    if ((lo & m) != 0) {
-      utf8_sequences(lo, lo | m, out);
-      utf8_sequences((lo | m) + 1, hi, out);
-      return;
-    }
-    if ((hi & m) != m) {
-      utf8_sequences(lo, (hi & ~m) - 1, out);
-      utf8_sequences(hi & ~m, hi, out);
-      return;
-    }
-  }
-  const std::string a = utf8(lo), b = utf8(hi);
-  std::vector<std::pair<uint8_t, uint8_t>> seq;
-  for (size_t k = 0; k < a.size(); ++k) seq.emplace_back(uint8_t(a[k]), uint8_t(b[k]));
-  out.push_back(std::move(seq));
-}
-
-// Sorted, merged, without the UTF-16 surrogates (not characters).
-std::vector<Range> normalized(std::vector<Range> rs) {
-  std::vector<Range> cut;
-  for (auto [a, b] : rs) {
-    if (a <= 0xD7FF) cut.emplace_back(a, std::min(b, 0xD7FFu));
-    if (b >= 0xE000) cut.emplace_back(std::max(a, 0xE000u), b);
-  }
-  std::sort(cut.begin(), cut.end());
-  std::vector<Range> out;
-  for (auto r : cut)
-    if (!out.empty() && r.first <= out.back().second + 1) out.back().second = std::max(out.back().second, r.second);
-    else out.push_back(r);
-  return out;
-}
-
-std::vector<Range> complement(const std::vector<Range>& rs) {
-  std::vector<Range> out;
-  uint32_t next = 0;
-  for (auto [a, b] : normalized(rs)) {
-    if (a > next) out.emplace_back(next, a - 1);
-    next = b + 1;
-  }
-  if (next <= 0x10FFFF) out.emplace_back(next, 0x10FFFF);
-  return normalized(out);
-}
 
 class Parser {
  public:
@@ -239,18 +169,9 @@ class Parser {
     fail(std::string("unexpected '") + c + "'", at);
   }
 
-  // A rule matching one character of the ranges.
   int characters(const std::vector<Range>& ranges, size_t at) {
     if (ranges.empty()) fail("a character class that matches nothing", at);
-    std::vector<std::vector<std::pair<uint8_t, uint8_t>>> seqs;
-    for (auto [a, b] : ranges) utf8_sequences(a, b, seqs);
-    std::vector<std::vector<Sym>> alts;
-    for (const auto& seq : seqs) {
-      std::vector<Sym> alt;
-      for (auto [lo, hi] : seq) alt.push_back(g_.bytes(byte_range(lo, hi)));
-      alts.push_back(std::move(alt));
-    }
-    return new_rule(std::move(alts));
+    return character_rule(g_, ranges, false);
   }
 
   // One character of a string (in_string) or a class, escapes decoded, as a code point.
@@ -320,18 +241,7 @@ class Parser {
       if (!unbounded && max < min) fail("a repetition whose maximum is below its minimum", at);
     }
     const Sym x = item.size() == 1 ? item[0] : Grammar::rule(new_rule({item}));
-    std::vector<Sym> out(min, x);
-    if (unbounded) {
-      const int star = g_.new_rule();  // star ::= "" | x star
-      g_.add(star, {});
-      g_.add(star, {x, Grammar::rule(star)});
-      out.push_back(Grammar::rule(star));
-    } else if (max > min) {
-      int opt = new_rule({{}, {x}});  // up to max - min more, nested: "" | x ("" | x (...))
-      for (uint32_t k = 1; k < max - min; ++k) opt = new_rule({{}, {x, Grammar::rule(opt)}});
-      out.push_back(Grammar::rule(opt));
-    }
-    return out;
+    return g_.repeat(x, min, unbounded ? std::nullopt : std::optional<uint32_t>(max));
   }
   uint32_t number(size_t at) {
     skip();

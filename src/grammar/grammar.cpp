@@ -42,6 +42,28 @@ std::vector<Grammar::Symbol> Grammar::literal(std::string_view s) {
   return out;
 }
 
+std::vector<Grammar::Symbol> Grammar::repeat(Symbol x, uint32_t min, std::optional<uint32_t> max) {
+  std::vector<Symbol> out(min, x);
+  if (!max) {
+    const int star = new_rule();  // star ::= "" | x star
+    add(star, {});
+    add(star, {x, rule(star)});
+    out.push_back(rule(star));
+  } else if (*max > min) {
+    int opt = new_rule();  // up to max - min more, nested: "" | x ("" | x (...))
+    add(opt, {});
+    add(opt, {x});
+    for (uint32_t k = 1; k < *max - min; ++k) {
+      const int outer = new_rule();
+      add(outer, {});
+      add(outer, {x, rule(opt)});
+      opt = outer;
+    }
+    out.push_back(rule(opt));
+  }
+  return out;
+}
+
 void Grammar::finish() {
   TESSERA_CHECK(!finished_, "grammar: finish() called twice");
   TESSERA_CHECK(root_ >= 0 && root_ < num_rules(), "grammar: no root rule");
@@ -194,10 +216,17 @@ bool step(const Grammar& g, std::vector<Node>& nodes, std::vector<int32_t>& head
       expand(g, nodes, int32_t(nodes.size()) - 1, heads, complete);
     }
   }
-  // Duplicates (the same position over the same entry) only cost time, so a few are left; past
-  // that they are removed, so an ambiguous grammar cannot multiply its stacks.
+  // Duplicate stacks (equal entry for entry) only cost time, so a few are left; past that they
+  // are removed, so an ambiguous grammar (a pattern searched for in a string) cannot multiply
+  // its stacks.
   if (heads.size() - begin <= kKeepDuplicates) return complete;
-  auto same = [&](int32_t a, int32_t c) { return nodes[size_t(a)].pos == nodes[size_t(c)].pos && nodes[size_t(a)].below == nodes[size_t(c)].below; };
+  auto same = [&](int32_t a, int32_t c) {  // entry for entry, down to a shared entry or the bottom
+    while (a != c) {
+      if (a < 0 || c < 0 || nodes[size_t(a)].pos != nodes[size_t(c)].pos) return false;
+      a = nodes[size_t(a)].below, c = nodes[size_t(c)].below;
+    }
+    return true;
+  };
   size_t kept = begin;
   for (size_t i = begin; i < heads.size(); ++i) {
     bool dup = false;

@@ -48,6 +48,8 @@ class Grammar {
   static Symbol rule(int id) { return {true, uint32_t(id)}; }
   // The bytes of s, one symbol each.
   std::vector<Symbol> literal(std::string_view s);
+  // x between min and max (none: no limit) times, through new rules.
+  std::vector<Symbol> repeat(Symbol x, uint32_t min, std::optional<uint32_t> max);
   void set_root(int rule) { root_ = rule; }
   // Checks that every rule has an alternative and none is left-recursive (throws
   // tessera::Error), and lays the rules out for the matcher. No rule may be added after.

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "grammar/regex.h"
 
 namespace tessera::grammar {
 
@@ -28,7 +29,7 @@ const std::set<std::string>& annotations() {
 }
 const std::set<std::string>& keywords() {
   static const std::set<std::string> s = {"type",      "properties", "required", "additionalProperties",
-                                          "items",     "minItems",   "maxItems", "minLength",
+                                          "items",     "minItems",   "maxItems", "minLength", "pattern",
                                           "maxLength", "enum",       "const",    "anyOf",
                                           "oneOf",     "allOf",      "$ref"};
   return s;
@@ -225,6 +226,24 @@ class Compiler {
     return rule({C('"'), R(rest[0])});
   }
 
+  // A string containing a match of the pattern (the whole string with ^ and $), its characters
+  // as the JSON string writes them.
+  int pattern(const json& p, const std::string& at) {
+    if (!p.is_string()) fail(at, "must be a string");
+    RegexRule re;
+    try {
+      re = add_regex(g_, p.get<std::string>(), true);
+    } catch (const Error& e) {
+      fail(at, e.what());
+    }
+    std::vector<Sym> seq = {C('"')};
+    if (!re.anchored_start) seq.push_back(R(characters()));
+    seq.push_back(R(re.rule));
+    if (!re.anchored_end) seq.push_back(R(characters()));
+    seq.push_back(C('"'));
+    return rule(seq);
+  }
+
   static std::optional<int64_t> count(const json& s, const char* key, const std::string& at) {
     auto it = s.find(key);
     if (it == s.end()) return std::nullopt;
@@ -292,6 +311,10 @@ class Compiler {
     if (type == "string") {
       const auto min = count(s, "minLength", at), max = count(s, "maxLength", at);
       if (min && max && *min > *max) fail(at, "minLength is above maxLength");
+      if (auto it = s.find("pattern"); it != s.end()) {
+        if (min || max) fail(at, "pattern together with minLength or maxLength is not supported");
+        return pattern(*it, at + "/pattern");
+      }
       return min || max ? string_of(min.value_or(0), max) : string();
     }
     if (type == "integer") return integer();

@@ -8,11 +8,12 @@
 //
 // Supported: type (one or a list), properties, required, additionalProperties (false, true or a
 // schema; absent counts as false, as OpenAI's strict mode requires it), items, minItems,
-// maxItems, minLength, maxLength, enum, const, anyOf, oneOf (taken as anyOf), allOf of one
+// maxItems, minLength, maxLength, pattern (grammar/regex.h; a match anywhere in the string
+// unless anchored), enum, const, anyOf, oneOf (taken as anyOf), allOf of one
 // schema, $ref to "#", "#/$defs/..." or "#/definitions/...", and the boolean schemas. Object
 // properties come in the order the schema lists them; each optional one may be left out.
 // Annotations (title, description, default, examples, format, ...) are ignored. Any other
-// keyword (pattern, minimum, ...) is refused with a tessera::Error naming it, as is a schema
+// keyword (minimum, uniqueItems, ...) is refused with a tessera::Error naming it, as is a schema
 // whose grammar would be left-recursive.
 #pragma once
 #include <memory>

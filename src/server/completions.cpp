@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
+#include "grammar/regex.h"
 #include "grammar/vocab.h"
 #include "server/api_error.h"
 #include "server/generation.h"
@@ -105,6 +106,7 @@ std::shared_ptr<const grammar::Constraint> output_constraint(const Server::State
   grammar::Constraint c;
   try {
     c.grammar = !r.gbnf.empty()      ? grammar::gbnf_grammar(r.gbnf)
+                : !r.regex.empty()   ? grammar::regex_grammar(r.regex)
                 : !r.choices.empty() ? grammar::choice_grammar(r.choices)
                                      : grammar::json_schema_grammar(r.json_schema);
   } catch (const Error& e) {

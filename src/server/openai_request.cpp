@@ -116,8 +116,8 @@ ChatInput chat_input(const json& body, const std::string& raw) {
 }
 
 // Structured output: at most one of response_format (json_object / json_schema), vLLM's
-// structured_outputs (json, choice, grammar, json_object) and its older guided_json /
-// guided_choice / guided_grammar, and llama.cpp's grammar (GBNF). Schemas are taken with their
+// structured_outputs (json, choice, regex, grammar, json_object) and its older guided_json /
+// guided_choice / guided_regex / guided_grammar, and llama.cpp's grammar (GBNF). Schemas are taken with their
 // keys in the order sent (`raw`).
 void parse_output_format(const json& body, const std::string& raw, GenerationRequest& r) {
   auto ordered = [&](const char* key) {
@@ -132,11 +132,13 @@ void parse_output_format(const json& body, const std::string& raw, GenerationReq
     r.json_schema = std::move(s);
     asked.push_back(param);
   };
-  auto gbnf = [&](const json& v, const char* param) {
-    if (!v.is_string() || v.get<std::string>().empty()) bad(param, "must be a grammar (GBNF text)");
-    r.gbnf = v.get<std::string>();
+  auto text = [&](const json& v, const char* param, const char* what, std::string& out) {
+    if (!v.is_string() || v.get<std::string>().empty()) bad(param, std::string("must be ") + what);
+    out = v.get<std::string>();
     asked.push_back(param);
   };
+  auto gbnf = [&](const json& v, const char* param) { text(v, param, "a grammar (GBNF text)", r.gbnf); };
+  auto regex = [&](const json& v, const char* param) { text(v, param, "a regular expression", r.regex); };
   auto choices = [&](const json& v, const char* param) {
     if (!v.is_array() || v.empty()) bad(param, "must be a non-empty array of strings");
     for (const json& c : v) {
@@ -167,6 +169,7 @@ void parse_output_format(const json& body, const std::string& raw, GenerationReq
   if (field(body, "guided_json")) schema(ordered("guided_json"), "guided_json");
   if (const json* v = field(body, "guided_choice")) choices(*v, "guided_choice");
   if (const json* v = field(body, "guided_grammar")) gbnf(*v, "guided_grammar");
+  if (const json* v = field(body, "guided_regex")) regex(*v, "guided_regex");
   if (const json* v = field(body, "grammar")) gbnf(*v, "grammar");
   if (const json* v = field(body, "structured_outputs")) {
     if (!v->is_object()) bad("structured_outputs", "must be an object");
@@ -174,9 +177,10 @@ void parse_output_format(const json& body, const std::string& raw, GenerationReq
       if (key == "json") schema(ordered("structured_outputs")["json"], "structured_outputs");
       else if (key == "choice") choices(value, "structured_outputs");
       else if (key == "grammar") gbnf(value, "structured_outputs");
+      else if (key == "regex") regex(value, "structured_outputs");
       else if (key == "json_object" && value == true) schema(nlohmann::ordered_json{{"type", "object"}}, "structured_outputs");
       else if (key == "json_object" || key.rfind("disable_", 0) == 0) continue;  // false, and the back end's hints
-      else bad("structured_outputs", "'" + key + "' is not supported (json, choice, grammar and json_object are)");
+      else bad("structured_outputs", "'" + key + "' is not supported (json, choice, regex, grammar and json_object are)");
     }
   }
   if (asked.size() > 1)

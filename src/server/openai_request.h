@@ -43,12 +43,13 @@ struct GenerationRequest {
   nlohmann::json tool_choice;     // as sent (null: auto)
   bool parallel_tool_calls = true;
   // Structured output (response_format json_object / json_schema; vLLM's structured_outputs,
-  // guided_json, guided_choice, guided_grammar; llama.cpp's grammar): the JSON Schema the output
-  // is held to, keys in the order sent (the order properties are written in), the texts it must
-  // be one of, or a GBNF grammar. None: free text.
+  // guided_json, guided_choice, guided_regex, guided_grammar; llama.cpp's grammar): the JSON
+  // Schema the output is held to, keys in the order sent (the order properties are written in),
+  // the texts it must be one of, a regular expression it must match, or a GBNF grammar. None:
+  // free text.
   nlohmann::ordered_json json_schema;
   std::vector<std::string> choices;
-  std::string gbnf;
+  std::string regex, gbnf;
   std::string output_param;  // the field that asked for it (its errors name it)
 };
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <regex>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "core/error.h"
 #include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
+#include "grammar/regex.h"
 #include "grammar/vocab.h"
 
 using namespace tessera;
@@ -259,7 +261,7 @@ TEST(JsonSchema, CountsAndLiterals) {
 }
 
 TEST(JsonSchema, RefusesWhatItCannotHold) {
-  for (const char* bad : {R"({"type": "string", "pattern": "^a$"})", R"({"type": "integer", "minimum": 0})",
+  for (const char* bad : {R"({"type": "string", "pattern": "(?=a)b"})", R"({"type": "integer", "minimum": 0})",
                           R"({"type": "object", "required": ["a"]})", R"({"type": "tuple"})", "false", "3",
                           R"({"$ref": "#/$defs/missing"})", R"({"$ref": "https://example.com/s.json"})",
                           R"({"allOf": [{"type": "string"}, {"maxLength": 2}]})", R"({"type": "string", "minLength": 3, "maxLength": 2})"}) {
@@ -420,4 +422,61 @@ TEST(Gbnf, ErrorsNameTheLineAndColumn) {
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << text << " -> " << e.what();
     }
   }
+}
+
+// Whole-text matches against std::regex (ECMAScript) on random texts over a small alphabet.
+TEST(Regex, AgreesWithStdRegex) {
+  // Each pattern with a text it matches; random texts and one-character edits of that one.
+  const std::pair<const char*, const char*> patterns[] = {
+      {"a|b", "b"}, {"(ab)*c?", "ababc"}, {"[a-c]+x{2,3}", "cabxxx"}, {"[^abc]{1,2}", "x1"}, {"a.b", "a-b"},
+      {"(a|bc)+(?:x|)", "bcax"}, {"\\d{2}-\\w\\s?", "12-_ "}, {"[\\d.]+", "1.2"}, {"(?<y>a)(?P<z>b)?c*", "abcc"},
+      {"x{3}", "xxx"}, {"x{1,}", "xx"}, {"[\\]\\\\a-]+", "]\\-a"}, {"\\.\\*\\+", ".*+"}, {"(a*b)*", "aabb"},
+      {"[-a]b", "-b"}, {"a{2}?b+?", "aabb"},
+  };
+  const std::string alphabet = "abcx12-. \n\\]*+_";
+  std::mt19937 rng(8);
+  for (auto [p, example] : patterns) {
+    auto g = regex_grammar(p);
+    const std::regex re(p == std::string("(?<y>a)(?P<z>b)?c*") ? "(a)(b)?c*" : p, std::regex::ECMAScript);
+    ASSERT_TRUE(std::regex_match(std::string(example), re)) << p;
+    EXPECT_TRUE(matches(g, example)) << p;
+    for (int k = 0; k < 1500; ++k) {
+      std::string t = example;
+      if (k % 2) {
+        t.clear();
+        for (size_t n = rng() % 7; n-- > 0;) t += alphabet[rng() % alphabet.size()];
+      } else if (rng() % 3 == 0 && !t.empty()) {
+        t.erase(rng() % t.size(), 1);
+      } else {
+        t.insert(rng() % (t.size() + 1), 1, alphabet[rng() % alphabet.size()]);
+      }
+      EXPECT_EQ(matches(g, t), std::regex_match(t, re)) << p << " on '" << t << "'";
+    }
+  }
+  for (const char* bad : {"(a)\\1", "(?=a)", "a\\b", "a^b", "*a", "(a", "a)", "[a", "[b-a]", "x{3,1}", "\\q"}) {
+    try {
+      regex_grammar(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("regex"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A string schema's pattern: found anywhere unless anchored, its characters JSON-escaped.
+TEST(JsonSchema, StringPatterns) {
+  auto mail = schema(R"({"type": "string", "pattern": "^[a-z]+@[a-z]+\\.com$"})");
+  EXPECT_TRUE(matches(mail, R"("ada@example.com")"));
+  EXPECT_FALSE(matches(mail, R"("ada@example.org")"));
+  EXPECT_FALSE(matches(mail, R"(" ada@example.com")"));
+  auto inside = schema(R"({"type": "string", "pattern": "ab+"})");
+  EXPECT_TRUE(matches(inside, R"("xx abbb yy")"));
+  EXPECT_TRUE(matches(inside, R"("ab")"));
+  EXPECT_FALSE(matches(inside, R"("a b")"));
+  auto quoted = schema(R"({"type": "string", "pattern": "^say \"hi\"\\\\.$"})");
+  EXPECT_TRUE(matches(quoted, R"("say \"hi\"\\.")"));  // the text: say "hi"\.
+  EXPECT_FALSE(matches(quoted, R"("say "hi"\.")"));
+  auto lines = schema(R"({"type": "string", "pattern": "^a\nb$"})");
+  EXPECT_TRUE(matches(lines, R"("a\nb")"));
+  EXPECT_FALSE(matches(lines, "\"a\nb\""));  // a raw newline is no JSON
 }

@@ -193,7 +193,10 @@ TEST(OpenAiRequest, StructuredOutputFormsAndTheirErrors) {
   EXPECT_EQ(rejected_param(with("guided_json", 3)), "guided_json");
   EXPECT_EQ(rejected_param(with("guided_choice", json::array())), "guided_choice");
   EXPECT_EQ(rejected_param(with("guided_choice", {"a", 1})), "guided_choice");
-  EXPECT_EQ(rejected_param(with("structured_outputs", {{"regex", "a+"}})), "structured_outputs");
+  EXPECT_EQ(rejected_param(with("structured_outputs", {{"structural_tag", "x"}})), "structured_outputs");
+  EXPECT_EQ(rejected_param(with("guided_regex", 5)), "guided_regex");
+  EXPECT_EQ(parse(R"("guided_regex": "[0-9]+")").regex, "[0-9]+");
+  EXPECT_EQ(parse(R"("structured_outputs": {"regex": "a|b"})").regex, "a|b");
   EXPECT_EQ(rejected_param(with("grammar", json::array())), "grammar");
   EXPECT_EQ(rejected_param(with("guided_grammar", "")), "guided_grammar");
   EXPECT_EQ(parse(R"("grammar": "root ::= \"a\"")").gbnf, "root ::= \"a\"");
