@@ -17,6 +17,7 @@
 
 #include "engine/constrained.h"
 #include "grammar/json_schema.h"
+#include "grammar/regex.h"
 #include "grammar/vocab.h"
 #include "thread_cpu.h"
 #include "tokenizer/tokenizer.h"
@@ -130,6 +131,22 @@ int main(int argc, char** argv) {
     }
     std::printf("%s: a %zu-token document, %.0f us a token for its masks and advances\n",
                 cached ? "with the mask cache (as the engine runs)" : "every mask walked", ids.size(), total);
+  }
+
+  // An ambiguous pattern: after 40 a's, (.?){100}x is in ~60 places at once. The walk gives
+  // up at its budget (about 24 s before there was one).
+  {
+    grammar::Matcher m(grammar::regex_grammar("(.?){100}x"));
+    m.advance(std::string(40, 'a'));
+    std::vector<uint8_t> allowed;
+    const double t = thread_cpu();
+    try {
+      vocab->allowed(m, allowed);
+      std::printf("an ambiguous pattern, (.?){100}x after 40 a's: mask %.0f us\n", (thread_cpu() - t) * 1e6);
+    } catch (const std::exception& e) {
+      std::printf("an ambiguous pattern, (.?){100}x after 40 a's: refused after %.0f us (%s)\n", (thread_cpu() - t) * 1e6,
+                  e.what());
+    }
   }
 
   SamplingParams greedy_p, nucleus;

@@ -171,6 +171,8 @@ void AsyncEngine::run_step() {
     e.finish_reason = o.finish_reason;
     e.num_cached_tokens = s ? s->num_cached_tokens : 0;
     e.prompt_scores = std::move(o.prompt_scores);
+    e.error = std::move(o.error);
+    e.input_error = !e.error.empty();
     it->second.stream->push(std::move(e));
     touched.push_back(it->second.stream.get());
     if (o.finished) finished.push_back(o.seq_id);

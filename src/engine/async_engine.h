@@ -27,6 +27,7 @@ struct StreamEvent {
   int num_cached_tokens = 0;  // prompt tokens that came from the prefix cache
   std::vector<SampleResult> prompt_scores;  // TokenOutput::prompt_scores
   std::string error;          // non-empty: the engine refused or lost the request
+  bool input_error = false;   // with error: the request's own input caused it (a 400, not a 500)
 };
 
 // The outputs of one client request: one or more sequences (n > 1, several prompts). The

@@ -206,6 +206,7 @@ std::vector<TokenOutput> Engine::step() {
   const size_t rows = logits.seq_index.size();
   std::vector<SampleResult> results(rows);
   std::vector<uint8_t> no_token(rows, 0);  // a constrained row with nothing left to draw
+  std::vector<std::string> failed(rows);   // a constrained row whose grammar could not be followed
   for (size_t r = 0; r < rows; ++r) {
     results[r].token = logits.ids[r];
     if (draws.logprobs[r] >= 0) {  // set for the backend's rows only
@@ -221,10 +222,13 @@ std::vector<TokenOutput> Engine::step() {
       const float* row = logits.logits.data() + size_t(h) * size_t(logits.vocab);
       if (!constrained_now(s)) {
         results[r] = sample(row, logits.vocab, s.params, s.tokens, s.num_prompt_tokens, s.rng);
-      } else if (auto res = sample_constrained(row, logits.vocab, s)) {
-        results[r] = std::move(*res);
       } else {
-        no_token[r] = 1;
+        try {  // a grammar too ambiguous to follow fails its own sequence, not the step
+          if (auto res = sample_constrained(row, logits.vocab, s)) results[r] = std::move(*res);
+          else no_token[r] = 1;
+        } catch (const Error& e) {
+          failed[r] = e.what();
+        }
       }
     }
   });
@@ -238,11 +242,25 @@ std::vector<TokenOutput> Engine::step() {
       out.push_back({s.id, -1, {}, true, FinishReason::Stop});
       continue;
     }
+    if (!failed[r].empty()) {
+      finish(s, FinishReason::Abort);
+      out.push_back({s.id, -1, {}, true, FinishReason::Abort, {}, std::move(failed[r])});
+      continue;
+    }
     s.tokens.push_back(res.token);
     FinishReason reason = FinishReason::None;
     if (std::count(s.stop_token_ids.begin(), s.stop_token_ids.end(), res.token)) reason = FinishReason::Stop;
     else if (s.num_generated() >= s.max_tokens) reason = FinishReason::Length;
-    if (s.matcher && reason != FinishReason::Stop) advance_constrained(s, res.token);
+    if (s.matcher && reason != FinishReason::Stop) {
+      try {
+        advance_constrained(s, res.token);
+      } catch (const Error& e) {
+        s.tokens.pop_back();
+        finish(s, FinishReason::Abort);
+        out.push_back({s.id, -1, {}, true, FinishReason::Abort, {}, e.what()});
+        continue;
+      }
+    }
     if (reason != FinishReason::None) finish(s, reason);
     out.push_back({s.id, res.token, std::move(res), reason != FinishReason::None, reason});
     if (s.prompt_logprobs >= 0 && s.num_generated() == 1) out.back().prompt_scores = std::move(s.prompt_scores);

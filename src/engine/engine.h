@@ -46,6 +46,8 @@ struct TokenOutput {
   FinishReason finish_reason;
   // With the sequence's first token, where it asked for them: Sequence::prompt_scores.
   std::vector<SampleResult> prompt_scores = {};
+  // Non-empty: the sequence failed on its own input (its grammar) and is finished (Abort, token -1).
+  std::string error = {};
 };
 
 class Engine {

@@ -227,13 +227,20 @@ bool step(const Grammar& g, std::vector<Node>& nodes, std::vector<int32_t>& head
     }
     return true;
   };
-  size_t kept = begin;
+  // By a hash of each stack's positions, so that only equal hashes are compared in full.
+  std::vector<std::pair<uint64_t, int32_t>> keyed;
   for (size_t i = begin; i < heads.size(); ++i) {
-    bool dup = false;
-    for (size_t j = begin; j < kept && !dup; ++j) dup = same(heads[i], heads[j]);
-    if (!dup) heads[kept++] = heads[i];
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t n = heads[i]; n >= 0; n = nodes[size_t(n)].below) h = (h ^ nodes[size_t(n)].pos) * 1099511628211ull;
+    keyed.emplace_back(h, heads[i]);
   }
-  heads.resize(kept);
+  std::sort(keyed.begin(), keyed.end());
+  heads.resize(begin);
+  for (size_t i = 0; i < keyed.size(); ++i) {
+    bool dup = false;
+    for (size_t j = i; j-- > 0 && keyed[j].first == keyed[i].first && !dup;) dup = same(keyed[i].second, keyed[j].second);
+    if (!dup) heads.push_back(keyed[i].second);
+  }
   return complete;
 }
 
@@ -316,7 +323,11 @@ std::optional<Matcher::Cursor> Matcher::Walk::read(std::string_view bytes) {
 
 Matcher::Cursor Matcher::Walk::step(const Cursor& c, uint8_t byte) {
   const uint32_t first = uint32_t(heads_.size());
+  const size_t made = nodes_.size();
   const bool complete = grammar::step(g_, nodes_, heads_, c.first, c.last, byte);
+  work_ += (c.last - c.first) + (nodes_.size() - made);
+  TESSERA_CHECK(work_ <= kBudget, "grammar: too ambiguous to follow (the text so far can be read in too many ways at "
+                                  "once); simplify the grammar or pattern");
   return {first, uint32_t(heads_.size()), complete};
 }
 

@@ -103,7 +103,8 @@ class Matcher {
   explicit Matcher(std::shared_ptr<const Grammar> g);
 
   // Reads bytes: true when the text so far, plus them, still starts a sentence of the grammar;
-  // otherwise false, and the matcher is unchanged.
+  // otherwise false, and the matcher is unchanged. Reading (also accepts()) throws
+  // tessera::Error past Walk::kBudget.
   bool advance(std::string_view bytes);
   // Whether advance(bytes) would succeed, without reading them.
   bool accepts(std::string_view bytes) const;
@@ -111,6 +112,8 @@ class Matcher {
   bool complete() const { return complete_; }
   // Some byte may still follow.
   bool can_continue() const { return !heads_.empty(); }
+  // The ways the text so far can be read (stacks).
+  size_t num_heads() const { return heads_.size(); }
   // Equal for matchers in the same state (the same stacks, position for position), whatever
   // text led there: inside a string or a number each token leaves the state as it was.
   std::string state_key() const;
@@ -139,7 +142,12 @@ class Matcher {
     std::vector<Node> nodes_;
     std::vector<int32_t> heads_;
     Cursor start_;
+    uint64_t work_ = 0;  // stack entries stepped and made, against kBudget
   };
+  // What one walk may do (stack entries stepped through and made) before it gives up, throwing
+  // tessera::Error (the grammar is too ambiguous to follow), so that no grammar holds the engine
+  // for long: a JSON string's mask at a 128k vocabulary takes ~2M; 30M is about a second.
+  static constexpr uint64_t kBudget = 30'000'000;
 
  private:
   friend class Walk;

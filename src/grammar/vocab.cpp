@@ -122,6 +122,7 @@ Vocab::Vocab(std::vector<std::string> token_bytes)
 }
 
 bool Vocab::in_free_text(const Matcher& m) const {
+  if (m.num_heads() > 16) return false;  // free text is read in a few ways; probing more costs
   const std::string key = m.state_key();
   for (const auto& p : probes_) {
     Matcher after = m;

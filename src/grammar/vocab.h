@@ -16,7 +16,8 @@ class Vocab {
   explicit Vocab(std::vector<std::string> token_bytes);
   int size() const { return int(bytes_.size()); }
   const std::string& bytes(int32_t id) const { return bytes_[size_t(id)]; }
-  // allowed[id] = 1 for every token whose bytes m accepts, else 0 (resized to size()).
+  // allowed[id] = 1 for every token whose bytes m accepts, else 0 (resized to size()). Throws
+  // tessera::Error past Matcher::Walk::kBudget.
   void allowed(const Matcher& m, std::vector<uint8_t>& allowed) const;
 
  private:

@@ -59,7 +59,7 @@ void Generation::consume(StreamEvent& e, ChoiceDelta& d) {
     c.finished = true;
     ++num_done_;
     stream_->cancel();
-    throw ApiError(500, e.error);
+    throw ApiError(e.input_error ? 400 : 500, e.error);
   }
   auto now = Clock::now();
   if (c.generated == 0) {

@@ -480,3 +480,20 @@ TEST(JsonSchema, StringPatterns) {
   EXPECT_TRUE(matches(lines, R"("a\nb")"));
   EXPECT_FALSE(matches(lines, "\"a\nb\""));  // a raw newline is no JSON
 }
+
+// A grammar read in thousands of ways at once is given up on (Walk::kBudget) rather than
+// followed for seconds: the mask and the matcher throw, the matcher unchanged.
+TEST(Grammar, TooAmbiguousToFollowIsRefused) {
+  std::vector<std::string> tokens;
+  for (char a = 'a'; a <= 'z'; ++a)
+    for (char b = 'a'; b <= 'z'; ++b) tokens.push_back(std::string(1, a) + b), tokens.push_back(std::string(1, a));
+  Vocab vocab(tokens);
+  Matcher m(regex_grammar("(.?){3000}x"));
+  std::vector<uint8_t> allowed;
+  EXPECT_THROW(vocab.allowed(m, allowed), Error);
+  EXPECT_THROW(m.advance("abcdefghijklmnopqrstuvwxyz"), Error);
+  EXPECT_TRUE(m.advance("x"));  // still at the start: "x" alone is a sentence
+  EXPECT_TRUE(m.complete());
+  Matcher fine(regex_grammar("(.?){20}x"));
+  EXPECT_NO_THROW(vocab.allowed(fine, allowed));
+}

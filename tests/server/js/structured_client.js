@@ -123,6 +123,16 @@ run({
       client.completions.create({ model, prompt: 'x', response_format: { type: 'json_schema', json_schema: { name: 'p', schema: { type: 'string', pattern: '(a)\\1' } } } }),
       (e) => e.status === 400 && e.param === 'response_format' && e.message.includes('backreferences'),
     );
+    // A pattern read in thousands of ways at once fails its own request (400), not the others.
+    const [ambiguous, plain] = await Promise.allSettled([
+      client.completions.create({ model, prompt: 'x', guided_regex: '(.?){3000}x', temperature: 1.0, max_tokens: 5 }),
+      client.completions.create({ model, prompt: 'And God said', temperature: 0, max_tokens: 8 }),
+    ]);
+    assert.equal(ambiguous.status, 'rejected');
+    assert.equal(ambiguous.reason.status, 400);
+    assert.match(ambiguous.reason.message, /too ambiguous/);
+    assert.equal(plain.status, 'fulfilled');
+    assert.equal(plain.value.choices[0].finish_reason, 'length');
     await assert.rejects(
       client.completions.create({ model, prompt: 'x', grammar: 'root ::= undefined-rule' }),
       (e) => e.status === 400 && e.param === 'grammar' && e.message.includes("'undefined-rule' is used but not defined"),
