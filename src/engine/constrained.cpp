@@ -1,7 +1,6 @@
 #include "engine/constrained.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "core/error.h"
 #include "grammar/vocab.h"
@@ -29,13 +28,8 @@ bool allows(const Sequence& s, const grammar::Vocab& vocab, int32_t t) {
 // value, then lower id), the first the grammar allows; -1 when none of them is.
 int32_t greedy_pick(const float* logits, int V, const Sequence& s, const grammar::Vocab& vocab) {
   constexpr int kCandidates = 32;
-  std::vector<int32_t> ids(static_cast<size_t>(V));
-  std::iota(ids.begin(), ids.end(), 0);
-  const int n = std::min(kCandidates, V);
-  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(),
-                    [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
-  for (int i = 0; i < n; ++i)
-    if (allows(s, vocab, ids[size_t(i)])) return ids[size_t(i)];
+  for (int32_t t : best_ids(logits, V, kCandidates))
+    if (allows(s, vocab, t)) return t;
   return -1;
 }
 
@@ -58,6 +52,7 @@ std::optional<SampleResult> sample_constrained(const float* logits, int V, Seque
   // the first few candidates, is found without walking the vocabulary.
   if (s.params.temperature <= 0.0f && !has_penalties(s.params)) {
     if (int32_t t = greedy_pick(logits, V, s, vocab); t >= 0) {
+      if (s.params.logprobs < 0) return SampleResult{t};  // nothing else to report
       allowed.assign(size_t(V), 0);
       allowed[size_t(t)] = 1;
     }

@@ -316,6 +316,15 @@ void add_logprobs(const float* logits, int V, int n, SampleResult& r, Scratch& s
 
 }  // namespace
 
+std::vector<int32_t> best_ids(const float* logits, int n, int k) {
+  Scratch& s = scratch();
+  std::vector<int32_t> out;
+  if (n <= 0 || k <= 0) return out;
+  best_keys(logits, n, size_t(std::min(k, n)), s);
+  for (uint64_t key : s.keys) out.push_back(key_id(key));
+  return out;
+}
+
 std::vector<float> log_softmax(const float* logits, int n) {
   double lse = log_sum_exp(logits, n);
   std::vector<float> out(static_cast<size_t>(n));

@@ -65,6 +65,10 @@ SampleResult sample(const float* logits, int vocab_size, const SamplingParams& p
                     const std::vector<int32_t>& tokens, int num_prompt_tokens, Rng& rng,
                     const uint8_t* allowed = nullptr);
 
+// The ids of the k largest logits (at most n), in argmax's order: larger value first, then
+// lower id.
+std::vector<int32_t> best_ids(const float* logits, int n, int k);
+
 // Natural-log softmax of a row, in double for accuracy (logprobs are reported to users).
 std::vector<float> log_softmax(const float* logits, int n);
 
