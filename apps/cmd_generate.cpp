@@ -2,10 +2,15 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "command.h"
 #include "engine/engine.h"
+#include "grammar/gbnf.h"
+#include "grammar/json_schema.h"
+#include "grammar/vocab.h"
 #include "model_options.h"
 #include "token_ids.h"
 
@@ -14,6 +19,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  TESSERA_CHECK(in, "cannot read " + path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 int run(int argc, char** argv) {
   CLI::App app{"Generate text from a prompt", "tessera generate"};
@@ -32,6 +43,15 @@ int run(int argc, char** argv) {
   app.add_option("--logprobs", logprobs, "With --json: the N most likely tokens at each step")->check(CLI::NonNegativeNumber);
   app.add_flag("--json", json, "One JSON object per generated token: {\"id\", \"logprob\", \"top\"}");
   app.add_flag("--ignore-eos", ignore_eos, "Keep generating past end-of-sequence tokens");
+  // Structured output, under llama.cpp's names: the text is held to a grammar.
+  std::string grammar, grammar_file, json_schema, json_schema_file;
+  auto* g1 = app.add_option("--grammar", grammar, "Hold the output to a GBNF grammar (llama.cpp's notation)");
+  auto* g2 = app.add_option("--grammar-file", grammar_file, "The same, from a file")->check(CLI::ExistingFile);
+  auto* g3 = app.add_option("-j,--json-schema", json_schema, "Hold the output to a JSON Schema ('{}': any JSON)");
+  auto* g4 = app.add_option("--json-schema-file", json_schema_file, "The same, from a file")->check(CLI::ExistingFile);
+  for (auto* a : {g1, g2, g3, g4})
+    for (auto* b : {g1, g2, g3, g4})
+      if (a != b) a->excludes(b);
   CLI11_PARSE(app, argc, argv);
 
   auto t0 = Clock::now();
@@ -54,6 +74,16 @@ int run(int argc, char** argv) {
   req.seed = sf.seed;
   if (json) req.params.logprobs = std::max(logprobs, 0);
   if (!ignore_eos) req.stop_token_ids = rt.eos_ids;
+  if (!grammar_file.empty()) grammar = read_text_file(grammar_file);
+  if (!json_schema_file.empty()) json_schema = read_text_file(json_schema_file);
+  if (!grammar.empty() || !json_schema.empty()) {
+    auto schema = nlohmann::ordered_json::parse(json_schema.empty() ? "null" : json_schema, nullptr, false);
+    TESSERA_CHECK(json_schema.empty() || !schema.is_discarded(), "--json-schema: not valid JSON");
+    auto c = std::make_shared<grammar::Constraint>();
+    c->grammar = grammar.empty() ? grammar::json_schema_grammar(schema) : grammar::gbnf_grammar(grammar);
+    c->vocab = std::make_shared<const grammar::Vocab>(rt.require_tokenizer().all_token_bytes());
+    req.params.constraint = std::move(c);
+  }
 
   EngineConfig ec;
   ec.block_size = 16;
@@ -75,6 +105,8 @@ int run(int argc, char** argv) {
   while (engine.has_work()) {
     for (auto& o : engine.step()) {
       if (o.seq_id != id) continue;
+      TESSERA_CHECK(o.error.empty(), o.error);
+      if (o.token < 0) continue;  // a grammar complete with no stop token to end on
       if (first) prefill_s = seconds_since(t_start), first = false;
       ++generated;
       bool is_stop = o.finish_reason == FinishReason::Stop;

@@ -49,9 +49,7 @@ int main(int argc, char** argv) {
   const int V = tok.vocab_size();
 
   double t0 = thread_cpu();
-  std::vector<std::string> bytes(static_cast<size_t>(V));
-  for (int32_t id = 0; id < V; ++id) bytes[size_t(id)] = tok.token_bytes(id);
-  auto vocab = std::make_shared<const grammar::Vocab>(std::move(bytes));
+  auto vocab = std::make_shared<const grammar::Vocab>(tok.all_token_bytes());
   const double vocab_ms = (thread_cpu() - t0) * 1e3;
 
   const auto schema = nlohmann::ordered_json::parse(R"({"type": "object", "properties": {

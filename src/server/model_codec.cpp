@@ -81,11 +81,7 @@ class ModelCodec : public TextCodec {
 
   // Made on the first structured request (a 128k vocabulary takes a fraction of a second).
   std::shared_ptr<const grammar::Vocab> grammar_vocab() const override {
-    std::call_once(vocab_once_, [&] {
-      std::vector<std::string> bytes(size_t(tok_.vocab_size()));
-      for (int32_t id = 0; id < tok_.vocab_size(); ++id) bytes[size_t(id)] = tok_.token_bytes(id);
-      vocab_ = std::make_shared<const grammar::Vocab>(std::move(bytes));
-    });
+    std::call_once(vocab_once_, [&] { vocab_ = std::make_shared<const grammar::Vocab>(tok_.all_token_bytes()); });
     return vocab_;
   }
 

@@ -271,6 +271,12 @@ std::string Tokenizer::token_bytes(int32_t id) const {
   return out;
 }
 
+std::vector<std::string> Tokenizer::all_token_bytes() const {
+  std::vector<std::string> out(static_cast<size_t>(vocab_size()));
+  for (int32_t id = 0; id < vocab_size(); ++id) out[size_t(id)] = token_bytes(id);
+  return out;
+}
+
 std::string Tokenizer::id_to_token(int32_t id) const {
   if (const auto* a = impl_->added.by_id(id)) return a->text;
   return std::string(impl_->model->id_to_token(id));

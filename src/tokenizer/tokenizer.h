@@ -53,6 +53,8 @@ class Tokenizer {
   // byte-fallback or byte-level token may hold part of a character); "" for special and unknown
   // ids. Concatenated over encode(text) they give text back where decode() would.
   std::string token_bytes(int32_t id) const;
+  // token_bytes() of every id below vocab_size(): the table grammars read tokens through.
+  std::vector<std::string> all_token_bytes() const;
   // Token strings as in tokenizer.json ("Ġhello", "▁the", "<0x0A>"); "" for an unknown id.
   std::string id_to_token(int32_t id) const;
   // -1 when the token does not exist.
