@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "tokenizer/unicode.h"
 
 namespace tessera::grammar {
 
@@ -43,17 +44,23 @@ void utf8_sequences(uint32_t lo, uint32_t hi, std::vector<std::vector<std::pair<
 
 std::string utf8(uint32_t cp) {
   std::string s;
-  if (cp < 0x80) {
-    s += char(cp);
-  } else if (cp < 0x800) {
-    s += char(0xC0 | cp >> 6), s += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    s += char(0xE0 | cp >> 12), s += char(0x80 | (cp >> 6 & 0x3F)), s += char(0x80 | (cp & 0x3F));
-  } else {
-    s += char(0xF0 | cp >> 18), s += char(0x80 | (cp >> 12 & 0x3F)), s += char(0x80 | (cp >> 6 & 0x3F)),
-        s += char(0x80 | (cp & 0x3F));
-  }
+  tok::utf8_append(s, char32_t(cp));
   return s;
+}
+
+uint32_t read_utf8(std::string_view s, size_t& i) {
+  if (i >= s.size()) return kNotACharacter;
+  const size_t n = size_t(tok::utf8_len(uint8_t(s[i])));
+  if (tok::utf8_valid_prefix(s.substr(i, n)) != n || n == 0) return kNotACharacter;
+  char32_t cp;
+  i += size_t(tok::utf8_decode(s, i, cp));
+  return uint32_t(cp);
+}
+
+bool plain_text(std::string_view s) {
+  for (char c : s)
+    if (uint8_t(c) < 0x20 || c == '"' || c == '\\') return false;
+  return !s.empty() && tok::utf8_valid_prefix(s) == s.size();
 }
 
 std::vector<Range> normalized(std::vector<Range> rs) {
@@ -81,7 +88,8 @@ std::vector<Range> complement(const std::vector<Range>& rs) {
   return normalized(out);
 }
 
-int character_rule(Grammar& g, const std::vector<Range>& ranges, bool json_string) {
+std::vector<std::vector<Grammar::Symbol>> character_alternatives(Grammar& g, const std::vector<Range>& ranges,
+                                                                bool json_string) {
   TESSERA_CHECK(!ranges.empty(), "grammar: a character set with no character");
   std::vector<std::vector<Grammar::Symbol>> alts;
   std::vector<Range> plain;
@@ -129,9 +137,11 @@ int character_rule(Grammar& g, const std::vector<Range>& ranges, bool json_strin
     for (auto [lo, hi] : s) alt.push_back(g.bytes(byte_range(lo, hi)));
     alts.push_back(std::move(alt));
   }
-  const int r = g.new_rule();
-  for (auto& alt : alts) g.add(r, std::move(alt));
-  return r;
+  return alts;
+}
+
+int character_rule(Grammar& g, const std::vector<Range>& ranges, bool json_string) {
+  return g.new_rule(character_alternatives(g, ranges, json_string));
 }
 
 }  // namespace tessera::grammar

@@ -92,11 +92,6 @@ class Parser {
     if (it == rules_.end()) it = rules_.emplace(name, g_.new_rule()).first;
     return it->second;
   }
-  int new_rule(std::vector<std::vector<Sym>> alts) {
-    const int r = g_.new_rule();
-    for (auto& a : alts) g_.add(r, std::move(a));
-    return r;
-  }
 
   // alternatives ::= sequence ("|" sequence)*, up to ')' when nested, else up to the next rule.
   std::vector<std::vector<Sym>> alternatives(bool nested) {
@@ -159,7 +154,7 @@ class Parser {
       auto alts = alternatives(true);
       if (peek() != ')') fail("missing ')'", at);
       ++i_;
-      return {Grammar::rule(new_rule(std::move(alts)))};
+      return {Grammar::rule(g_.new_rule(std::move(alts)))};
     }
     if (name_char(c)) {
       const std::string name = identifier();
@@ -179,16 +174,8 @@ class Parser {
     const size_t at = i_;
     if (at_end()) fail("unexpected end", at);
     if (peek() != '\\') {
-      const uint8_t b = uint8_t(t_[i_]);
-      const int n = b < 0x80 ? 0 : b >= 0xC2 && b <= 0xDF ? 1 : b >= 0xE0 && b <= 0xEF ? 2 : b >= 0xF0 && b <= 0xF4 ? 3 : -1;
-      if (n < 0 || i_ + size_t(n) >= t_.size()) fail("invalid UTF-8", at);
-      uint32_t cp = n == 0 ? b : b & (0x3F >> n);
-      for (int k = 1; k <= n; ++k) {
-        const uint8_t c = uint8_t(t_[i_ + size_t(k)]);
-        if ((c & 0xC0) != 0x80) fail("invalid UTF-8", at);
-        cp = cp << 6 | (c & 0x3F);
-      }
-      i_ += size_t(n) + 1;
+      const uint32_t cp = read_utf8(t_, i_);
+      if (cp == kNotACharacter) fail("invalid UTF-8", at);
       return cp;
     }
     ++i_;
@@ -240,7 +227,7 @@ class Parser {
       ++i_;
       if (!unbounded && max < min) fail("a repetition whose maximum is below its minimum", at);
     }
-    const Sym x = item.size() == 1 ? item[0] : Grammar::rule(new_rule({item}));
+    const Sym x = item.size() == 1 ? item[0] : Grammar::rule(g_.new_rule({item}));
     return g_.repeat(x, min, unbounded ? std::nullopt : std::optional<uint32_t>(max));
   }
   uint32_t number(size_t at) {

@@ -25,6 +25,12 @@ int Grammar::new_rule() {
   return int(rules_.size()) - 1;
 }
 
+int Grammar::new_rule(std::vector<std::vector<Symbol>> alternatives) {
+  const int r = new_rule();
+  for (auto& a : alternatives) add(r, std::move(a));
+  return r;
+}
+
 void Grammar::add(int rule, std::vector<Symbol> seq) {
   TESSERA_CHECK(!finished_ && rule >= 0 && rule < num_rules(), "grammar: an alternative for no rule");
   rules_[size_t(rule)].push_back(std::move(seq));
@@ -50,15 +56,8 @@ std::vector<Grammar::Symbol> Grammar::repeat(Symbol x, uint32_t min, std::option
     add(star, {x, rule(star)});
     out.push_back(rule(star));
   } else if (*max > min) {
-    int opt = new_rule();  // up to max - min more, nested: "" | x ("" | x (...))
-    add(opt, {});
-    add(opt, {x});
-    for (uint32_t k = 1; k < *max - min; ++k) {
-      const int outer = new_rule();
-      add(outer, {});
-      add(outer, {x, rule(opt)});
-      opt = outer;
-    }
+    int opt = new_rule({{}, {x}});  // up to max - min more, nested: "" | x ("" | x (...))
+    for (uint32_t k = 1; k < *max - min; ++k) opt = new_rule({{}, {x, rule(opt)}});
     out.push_back(rule(opt));
   }
   return out;
@@ -139,9 +138,9 @@ void Grammar::finish() {
 std::shared_ptr<const Grammar> choice_grammar(const std::vector<std::string>& texts) {
   TESSERA_CHECK(!texts.empty(), "grammar: a choice among no texts");
   Grammar g;
-  const int root = g.new_rule();
-  for (const auto& t : texts) g.add(root, g.literal(t));
-  g.set_root(root);
+  std::vector<std::vector<Grammar::Symbol>> alternatives;
+  for (const auto& t : texts) alternatives.push_back(g.literal(t));
+  g.set_root(g.new_rule(std::move(alternatives)));
   g.finish();
   return std::make_shared<const Grammar>(std::move(g));
 }
@@ -248,7 +247,6 @@ bool step(const Grammar& g, std::vector<Node>& nodes, std::vector<int32_t>& head
 
 Matcher::Matcher(std::shared_ptr<const Grammar> g) : g_(std::move(g)) {
   TESSERA_CHECK(g_ && !g_->elements().empty(), "grammar: a matcher needs a finished grammar");
-  std::vector<int32_t> heads;
   // The root as if named by a rule element: the alternatives of the root over the bottom.
   for (uint32_t start : g_->alternatives(g_->root())) {
     if (g_->elements()[start].kind == Kind::End) {

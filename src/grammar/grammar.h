@@ -42,6 +42,8 @@ class Grammar {
   };
 
   int new_rule();
+  // A new rule of these alternatives.
+  int new_rule(std::vector<std::vector<Symbol>> alternatives);
   // Adds an alternative, a sequence of symbols (empty: the empty string), to rule.
   void add(int rule, std::vector<Symbol> seq);
   Symbol bytes(const ByteSet& set);

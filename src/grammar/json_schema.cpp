@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "grammar/code_points.h"
 #include "grammar/regex.h"
 
 namespace tessera::grammar {
@@ -50,13 +51,9 @@ class Compiler {
   static Sym R(int r) { return Grammar::rule(r); }
   Sym B(unsigned lo, unsigned hi) { return g_.bytes(byte_range(lo, hi)); }
   Sym C(char c) { return g_.bytes(byte_set(std::string_view(&c, 1))); }
-  // A new rule of the given alternatives.
+  // A new rule of one alternative, or of several.
   int rule(std::vector<Sym> alt) { return choice({std::move(alt)}); }
-  int choice(std::vector<std::vector<Sym>> alts) {
-    const int r = g_.new_rule();
-    for (auto& a : alts) g_.add(r, std::move(a));
-    return r;
-  }
+  int choice(std::vector<std::vector<Sym>> alts) { return g_.new_rule(std::move(alts)); }
   std::vector<Sym> cat(std::vector<Sym> a, const std::vector<Sym>& b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;
@@ -76,11 +73,8 @@ class Compiler {
     }
     return ws_;
   }
-  int character() {  // one character of a JSON string, in valid UTF-8
+  int character() {  // one character of a JSON string, in valid UTF-8: as it is, or escaped
     if (char_ < 0) {
-      const Sym cont = B(0x80, 0xBF);
-      ByteSet plain = byte_range(0x20, 0x7F);
-      plain.reset('"'), plain.reset('\\');
       // \u escapes of UTF-16: a surrogate only as a high one followed by a low one.
       const Sym hex = g_.bytes(byte_range('0', '9') | byte_range('a', 'f') | byte_range('A', 'F'));
       const Sym d = g_.bytes(byte_set("dD"));
@@ -90,15 +84,9 @@ class Compiler {
                                  {C('u'), not_d, hex, hex, hex},
                                  {C('u'), d, B('0', '7'), hex, hex},
                                  {C('u'), d, g_.bytes(byte_set("89abAB")), hex, hex, R(low)}});
-      char_ = choice({{g_.bytes(plain)},
-                    {C('\\'), R(escape)},
-                    {B(0xC2, 0xDF), cont},
-                    {C(char(0xE0)), B(0xA0, 0xBF), cont},
-                    {g_.bytes(byte_range(0xE1, 0xEC) | byte_range(0xEE, 0xEF)), cont, cont},
-                    {C(char(0xED)), B(0x80, 0x9F), cont},
-                    {C(char(0xF0)), B(0x90, 0xBF), cont, cont},
-                    {B(0xF1, 0xF3), cont, cont, cont},
-                    {C(char(0xF4)), B(0x80, 0x8F), cont, cont}});
+      auto alts = character_alternatives(g_, complement({{0, 0x1F}, {'"', '"'}, {'\\', '\\'}}), false);
+      alts.push_back({C('\\'), R(escape)});
+      char_ = choice(std::move(alts));
     }
     return char_;
   }

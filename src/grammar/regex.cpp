@@ -49,11 +49,6 @@ class Parser {
     while (k > n && p_[k - n - 1] == '\\') ++n;
     return n % 2 == 1;
   }
-  int rule(std::vector<std::vector<Sym>> alts) {
-    const int r = g_.new_rule();
-    for (auto& a : alts) g_.add(r, std::move(a));
-    return r;
-  }
 
   int alternatives() {
     std::vector<std::vector<Sym>> alts(1);
@@ -66,7 +61,7 @@ class Parser {
       const Sym atom = this->atom();
       for (const Sym& s : quantified(atom)) alts.back().push_back(s);
     }
-    return rule(std::move(alts));
+    return g_.new_rule(std::move(alts));
   }
 
   Sym atom() {
@@ -97,8 +92,7 @@ class Parser {
       escape(set, false);
       return chars(set);
     }
-    ++i_;
-    const uint32_t cp = decode_utf8();
+    const uint32_t cp = code_point();
     return chars({{cp, cp}});
   }
   void skip_name() {
@@ -106,17 +100,10 @@ class Parser {
     if (at_end()) fail("unterminated group name");
     ++i_;
   }
-  // The code point whose first byte was just consumed.
-  uint32_t decode_utf8() {
-    const uint8_t b = uint8_t(p_[i_ - 1]);
-    const int n = b < 0x80 ? 0 : b >= 0xC2 && b <= 0xDF ? 1 : b >= 0xE0 && b <= 0xEF ? 2 : b >= 0xF0 && b <= 0xF4 ? 3 : -1;
-    if (n < 0 || i_ + size_t(n) > p_.size()) fail("invalid UTF-8");
-    uint32_t cp = n == 0 ? b : b & (0x3F >> n);
-    for (int k = 0; k < n; ++k) {
-      const uint8_t c = uint8_t(p_[i_++]);
-      if ((c & 0xC0) != 0x80) fail("invalid UTF-8");
-      cp = cp << 6 | (c & 0x3F);
-    }
+  // The character at i_, i_ moved past it.
+  uint32_t code_point() {
+    const uint32_t cp = read_utf8(p_, i_);
+    if (cp == kNotACharacter) fail("invalid UTF-8");
     return cp;
   }
   Sym chars(const std::vector<Range>& set) {
@@ -153,7 +140,8 @@ class Parser {
       default:
         if (std::isdigit(uint8_t(e))) fail("backreferences are not supported");
         if (std::isalnum(uint8_t(e))) fail(std::string("unknown escape '\\") + e + "'");
-        one(decode_utf8());  // an escaped punctuation or other character stands for itself
+        --i_;  // an escaped punctuation or other character stands for itself
+        one(code_point());
     }
   }
   uint32_t hex(int digits) {
@@ -168,6 +156,18 @@ class Parser {
     return v;
   }
 
+  // One item of a class: an escape (a character or a set) or a character.
+  std::vector<Range> class_item() {
+    std::vector<Range> item;
+    if (peek() == '\\') {
+      escape(item, true);
+    } else {
+      const uint32_t c = code_point();
+      item.emplace_back(c, c);
+    }
+    return item;
+  }
+
   // [...]: its code points.
   std::vector<Range> klass() {
     ++i_;  // '['
@@ -178,25 +178,11 @@ class Parser {
     while (!at_end() && (peek() != ']' || first)) {
       first = false;
       if (p_.substr(i_, 2) == "[:") fail("POSIX classes ([:alpha:]) are not supported");
-      std::vector<Range> item;
-      if (peek() == '\\') {
-        escape(item, true);
-      } else {
-        ++i_;
-        const uint32_t c = decode_utf8();
-        item.emplace_back(c, c);
-      }
+      std::vector<Range> item = class_item();
       // A range a-b of two single characters.
       if (item.size() == 1 && item[0].first == item[0].second && peek() == '-' && i_ + 1 < p_.size() && p_[i_ + 1] != ']') {
         ++i_;
-        std::vector<Range> end;
-        if (peek() == '\\') {
-          escape(end, true);
-        } else {
-          ++i_;
-          const uint32_t c = decode_utf8();
-          end.emplace_back(c, c);
-        }
+        const std::vector<Range> end = class_item();
         if (end.size() != 1 || end[0].first != end[0].second) fail("a range must end in one character");
         if (end[0].first < item[0].first) fail("a range that runs backwards");
         item[0].second = end[0].first;

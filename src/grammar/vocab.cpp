@@ -3,33 +3,10 @@
 #include <algorithm>
 #include <numeric>
 
+#include "grammar/code_points.h"
+
 namespace tessera::grammar {
 
-namespace {
-
-// Valid UTF-8 with no control byte, '"' or '\\': text that a JSON string holds as it is.
-bool plain_text(const std::string& s) {
-  if (s.empty()) return false;
-  for (size_t i = 0; i < s.size();) {
-    const uint8_t b = uint8_t(s[i]);
-    if (b < 0x80) {
-      if (b < 0x20 || b == '"' || b == '\\') return false;
-      ++i;
-      continue;
-    }
-    const int n = b >= 0xC2 && b <= 0xDF ? 1 : b >= 0xE0 && b <= 0xEF ? 2 : b >= 0xF0 && b <= 0xF4 ? 3 : -1;
-    if (n < 0 || i + size_t(n) >= s.size()) return false;  // not a lead byte, or the character is cut
-    const uint8_t c1 = uint8_t(s[i + 1]);
-    const uint8_t lo = b == 0xE0 ? 0xA0 : b == 0xF0 ? 0x90 : 0x80, hi = b == 0xED ? 0x9F : b == 0xF4 ? 0x8F : 0xBF;
-    if (c1 < lo || c1 > hi) return false;
-    for (int k = 2; k <= n; ++k)
-      if ((uint8_t(s[i + size_t(k)]) & 0xC0) != 0x80) return false;
-    i += size_t(n) + 1;
-  }
-  return true;
-}
-
-}  // namespace
 
 Vocab::Trie::Trie(const std::vector<std::string>& bytes, std::vector<int32_t> order) {
   // Tokens in byte order: a new child is then always its parent's last.
@@ -79,10 +56,12 @@ void Vocab::Trie::visit(Matcher::Walk& w, uint32_t node, const Matcher::Cursor& 
 
 namespace {
 
-std::vector<int32_t> ids_where(const std::vector<std::string>& bytes, bool want_plain) {
+// The ids of the tokens with bytes that `keep` takes.
+template <class F>
+std::vector<int32_t> ids_where(const std::vector<std::string>& bytes, F keep) {
   std::vector<int32_t> out;
   for (size_t id = 0; id < bytes.size(); ++id)
-    if (!bytes[id].empty() && plain_text(bytes[id]) == want_plain) out.push_back(int32_t(id));
+    if (!bytes[id].empty() && keep(bytes[id])) out.push_back(int32_t(id));
   return out;
 }
 
@@ -90,14 +69,9 @@ std::vector<int32_t> ids_where(const std::vector<std::string>& bytes, bool want_
 
 Vocab::Vocab(std::vector<std::string> token_bytes)
     : bytes_(std::move(token_bytes)),
-      plain_(ids_where(bytes_, true)),
-      all_(bytes_, [&] {
-        std::vector<int32_t> v;
-        for (size_t id = 0; id < bytes_.size(); ++id)
-          if (!bytes_[id].empty()) v.push_back(int32_t(id));
-        return v;
-      }()),
-      rest_(bytes_, ids_where(bytes_, false)) {
+      plain_(ids_where(bytes_, plain_text)),
+      all_(bytes_, ids_where(bytes_, [](const std::string&) { return true; })),
+      rest_(bytes_, ids_where(bytes_, [](const std::string& b) { return !plain_text(b); })) {
   auto add = [&](std::initializer_list<unsigned> b) {
     std::string s;
     for (unsigned x : b) s += char(x);
