@@ -38,7 +38,7 @@ const std::set<std::string>& keywords() {
 
 class Compiler {
  public:
-  explicit Compiler(const json& root) : root_(root) {}
+  Compiler(const json& root, bool loose) : root_(root), loose_(loose) {}
 
   std::shared_ptr<const Grammar> run() {
     const int value = compile(root_, 0);
@@ -247,8 +247,9 @@ class Compiler {
       return any_value();
     }
     if (!s.is_object()) fail(at, "a schema must be an object or a boolean");
-    for (const auto& [key, v] : s.items())
-      if (!keywords().count(key) && !annotations().count(key)) fail(at, "the keyword '" + key + "' is not supported");
+    if (!loose_)
+      for (const auto& [key, v] : s.items())
+        if (!keywords().count(key) && !annotations().count(key)) fail(at, "the keyword '" + key + "' is not supported");
 
     if (auto it = s.find("$ref"); it != s.end()) return reference(*it, depth, at);
     if (auto it = s.find("const"); it != s.end()) return literal(it->dump());
@@ -300,8 +301,14 @@ class Compiler {
       const auto min = count(s, "minLength", at), max = count(s, "maxLength", at);
       if (min && max && *min > *max) fail(at, "minLength is above maxLength");
       if (auto it = s.find("pattern"); it != s.end()) {
-        if (min || max) fail(at, "pattern together with minLength or maxLength is not supported");
-        return pattern(*it, at + "/pattern");
+        if (!loose_) {
+          if (min || max) fail(at, "pattern together with minLength or maxLength is not supported");
+          return pattern(*it, at + "/pattern");
+        }
+        try {
+          return pattern(*it, at + "/pattern");
+        } catch (const Error&) {  // loose: an expression the grammar cannot hold is left out
+        }
       }
       return min || max ? string_of(min.value_or(0), max) : string();
     }
@@ -367,6 +374,7 @@ class Compiler {
   }
 
   const json& root_;
+  const bool loose_;
   Grammar g_;
   std::map<std::string, int> refs_;
   int ws_ = -1, char_ = -1, chars_ = -1, string_ = -1, digits_ = -1, integer_ = -1, number_ = -1;
@@ -375,9 +383,9 @@ class Compiler {
 
 }  // namespace
 
-std::shared_ptr<const Grammar> json_schema_grammar(const nlohmann::ordered_json& schema) {
+std::shared_ptr<const Grammar> json_schema_grammar(const nlohmann::ordered_json& schema, bool loose) {
   try {
-    return Compiler(schema).run();
+    return Compiler(schema, loose).run();
   } catch (const Error& e) {
     const std::string what = e.what();
     // A left-recursive grammar comes from a schema that is its own first part.

@@ -14,7 +14,10 @@
 // properties come in the order the schema lists them; each optional one may be left out.
 // Annotations (title, description, default, examples, format, ...) are ignored. Any other
 // keyword (minimum, uniqueItems, ...) is refused with a tessera::Error naming it, as is a schema
-// whose grammar would be left-recursive.
+// whose grammar would be left-recursive. With `loose` (tools' parameters, which clients write
+// for documentation as much as for checking) such keywords are left out instead, as is a
+// pattern the regular expressions cannot hold, and a pattern beside minLength or maxLength keeps
+// only the pattern: the output keeps the schema's shape and types but may break those bounds.
 #pragma once
 #include <memory>
 
@@ -25,6 +28,6 @@
 namespace tessera::grammar {
 
 // The schema as parsed with its members' order kept (the order properties are written in).
-std::shared_ptr<const Grammar> json_schema_grammar(const nlohmann::ordered_json& schema);
+std::shared_ptr<const Grammar> json_schema_grammar(const nlohmann::ordered_json& schema, bool loose = false);
 
 }  // namespace tessera::grammar

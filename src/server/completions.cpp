@@ -98,6 +98,26 @@ std::vector<ChoiceSpec> build_choices(const Server::State& st, const GenerationR
   return out;
 }
 
+// tool_choice "required" or a named function: a grammar holds the model to calling, in JSON
+// whatever its own tool format (vLLM's way), except for harmony models, whose parser applies the
+// choice to the calls they write. The schema's keywords a grammar cannot hold are left out.
+void force_calls(const Server::State& st, GenerationRequest& r) {
+  if (r.endpoint != Endpoint::Chat || !st.codec) return;
+  const tools::ToolChoice choice = tools::ToolChoice::from_json(r.tool_choice);  // checked when parsed
+  if (choice.mode != tools::ToolChoiceMode::Required && choice.mode != tools::ToolChoiceMode::Named) return;
+  if (!tools::calls_can_be_forced(st.info.tool_format, st.info.reasoning_format)) return;
+  if (!r.output_param.empty())
+    throw ApiError(400, "tool_choice \"required\" or a named function cannot be combined with " + r.output_param,
+                   "tool_choice");
+  try {
+    r.json_schema = tools::forced_calls_schema(r.chat.tools, choice, r.parallel_tool_calls);
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "tool_choice");
+  }
+  r.output_param = "tool_choice";
+  r.forced_calls = true;
+}
+
 // The grammar of a request's structured output, read through the model's tokens. A chat with a
 // reasoning model reasons first: its reasoning block (one the prompt leaves open, or one the
 // first token opens) is left free, and the grammar holds what follows the close tag.
@@ -108,7 +128,7 @@ std::shared_ptr<const grammar::Constraint> output_constraint(const Server::State
     c.grammar = !r.gbnf.empty()      ? grammar::gbnf_grammar(r.gbnf)
                 : !r.regex.empty()   ? grammar::regex_grammar(r.regex)
                 : !r.choices.empty() ? grammar::choice_grammar(r.choices)
-                                     : grammar::json_schema_grammar(r.json_schema);
+                                     : grammar::json_schema_grammar(r.json_schema, /*loose=*/r.forced_calls);
   } catch (const Error& e) {
     throw ApiError(400, e.what(), r.output_param);
   }
@@ -133,7 +153,7 @@ std::shared_ptr<const grammar::Constraint> output_constraint(const Server::State
 std::optional<tools::ParserOptions> parser_options(const Server::State& st, const GenerationRequest& r,
                                                    const std::string& rendered, const std::string& id) {
   if (r.endpoint != Endpoint::Chat || !st.codec) return std::nullopt;
-  if (st.info.tool_format.empty() && st.info.reasoning_format.empty()) return std::nullopt;
+  if (st.info.tool_format.empty() && st.info.reasoning_format.empty() && !r.forced_calls) return std::nullopt;
   tools::ParserOptions o;
   o.tool_format = st.info.tool_format;
   o.reasoning_format = st.info.reasoning_format;
@@ -144,6 +164,7 @@ std::optional<tools::ParserOptions> parser_options(const Server::State& st, cons
     throw ApiError(400, e.what(), "tool_choice");
   }
   o.parallel_tool_calls = r.parallel_tool_calls;
+  o.forced_calls = r.forced_calls;
   o.starts_in_reasoning = tools::prompt_opens_reasoning(rendered, o.reasoning_format);
   o.call_id_prefix = "call_" + id + "_";  // ids unique across requests
   return o;
@@ -278,6 +299,7 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
     check_served_model(st, r.model);
     std::string rendered;
     std::vector<std::vector<int32_t>> prompts = tokenize_prompts(st, r, rendered);
+    force_calls(st, r);
     if (!r.output_param.empty()) r.params.constraint = output_constraint(st, r, rendered);
     std::vector<ChoiceSpec> choices = build_choices(st, r, prompts);
     int capacity = st.info.max_num_seqs + st.cfg.max_queue;

@@ -51,6 +51,9 @@ struct GenerationRequest {
   std::vector<std::string> choices;
   std::string regex, gbnf;
   std::string output_param;  // the field that asked for it (its errors name it)
+  // Chat: tool_choice "required" or a named function held by a grammar (tools::forced_calls_schema),
+  // set by the server once it knows the model's formats.
+  bool forced_calls = false;
 };
 
 // `defaults` are the model's sampling defaults; fields the request sets override them.

@@ -35,6 +35,9 @@ const ThinkTags* find_think_tags(std::string_view reasoning_format);
 // Reasoning between tags (<think>…</think>, Gemma 4's <|channel>thought…<channel|>).
 std::unique_ptr<StreamParser> make_think_parser(const ThinkTags& tags, bool starts_in_reasoning);
 
+// The calls as forced_calls_schema's JSON (ParserOptions::forced_calls).
+std::unique_ptr<StreamParser> make_forced_call_parser(const ParserOptions& options);
+
 // Runs `reasoning` (may be null) first and `tools` (may be null) on the content it leaves,
 // applying options.tool_choice and parallel_tool_calls to the calls.
 std::unique_ptr<StreamParser> make_composed_parser(std::unique_ptr<StreamParser> reasoning,

@@ -53,10 +53,25 @@ struct ParserOptions {
   // The prompt left a reasoning block open (e.g. ends with "<think>"): output starts inside it.
   bool starts_in_reasoning = false;
   std::string call_id_prefix = "call_";  // ids are prefix + index unless the format names them
+  // The calls are held by a grammar (forced_calls_schema): after any reasoning the output is the
+  // calls' JSON, read in place of the model's own tool format.
+  bool forced_calls = false;
 };
 
 // Throws tessera::Error naming an unknown format.
 std::unique_ptr<StreamParser> make_parser(const ParserOptions& options);
+
+// tool_choice "required" or a named function, as vLLM holds it: whatever the model's own tool
+// format, a grammar makes it write the calls as JSON, the named function's arguments or an
+// array of {"name", "arguments"} objects (the shape hermes-style models are trained to write;
+// at most one without parallel calls). This is the JSON Schema of that text. Throws
+// tessera::Error for no tools or a name not among them.
+nlohmann::ordered_json forced_calls_schema(const nlohmann::ordered_json& tools, const ToolChoice& choice,
+                                           bool parallel);
+
+// Whether a model's formats let a grammar force its calls: not harmony's (gpt-oss), whose
+// channels carry the calls and the reasoning in one grammar of its own.
+bool calls_can_be_forced(std::string_view tool_format, std::string_view reasoning_format);
 
 // Parses a whole output: make_parser, one feed, finish.
 Message parse_text(std::string_view text, const ParserOptions& options, bool truncated = false);

@@ -85,13 +85,19 @@ std::unique_ptr<StreamParser> make_parser(const ParserOptions& options) {
     reasoning_parser = make_think_parser(it->second, options.starts_in_reasoning);
   }
   std::unique_ptr<StreamParser> tool_parser;
-  if (!tool.empty()) {
+  if (options.forced_calls) {
+    tool_parser = make_forced_call_parser(options);
+  } else if (!tool.empty()) {
     auto it = block_formats().find(tool);
     TESSERA_CHECK(it != block_formats().end(),
                   "unknown tool parser '" + options.tool_format + "' (known: " + join(tool_format_names()) + ")");
     if (parse_tools) tool_parser = make_block_parser(it->second(), options);
   }
   return make_composed_parser(std::move(reasoning_parser), std::move(tool_parser), options);
+}
+
+bool calls_can_be_forced(std::string_view tool_format, std::string_view reasoning_format) {
+  return canonical_tool(tool_format) != "harmony" && canonical_reasoning(reasoning_format) != "harmony";
 }
 
 Message parse_text(std::string_view text, const ParserOptions& options, bool truncated) {

@@ -6,7 +6,9 @@
 // tokenizer names those continuation tokens "<think>", "Checking the weather.", "</think>",
 // "<tool_call>", a JSON call in two pieces, "</tool_call>" (the markers special tokens, as in real models)
 // and whose chat template renders exactly that prompt, the next token being its EOS. The engine
-// then genuinely generates a reasoned tool call, whatever the request's messages.
+// then genuinely generates a reasoned tool call, whatever the request's messages. Two tokens
+// outside that continuation are "[" and "]", so that a grammar holding the model to an array
+// of calls (tool_choice "required") can be followed.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -79,6 +81,13 @@ fs::path write_model(const std::vector<int>& prompt, const std::vector<int>& con
   std::vector<std::string> names(static_cast<size_t>(vocab_size));
   for (int i = 0; i < vocab_size; ++i) names[size_t(i)] = "<t" + std::to_string(i) + ">";
   for (size_t i = 0; i < kPieces.size(); ++i) names[size_t(cont[i])] = kPieces[i];
+  std::set<int> used(prompt.begin(), prompt.end());
+  used.insert(cont.begin(), cont.end());
+  int next = vocab_size - 1;
+  for (const char* bracket : {"[", "]"}) {
+    while (used.count(next)) --next;
+    names[size_t(next--)] = bracket;
+  }
   json vocab = json::object(), added = json::array();
   for (int i = 0; i < vocab_size; ++i) {
     const std::string& n = names[size_t(i)];

@@ -91,11 +91,59 @@ const parsed = {
     for (const c of r.choices) assert.equal(c.finish_reason, 'tool_calls');
   },
 
-  async 'tool_choice required, a named function, parallel_tool_calls false'() {
-    for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
-      const m = await both({ tool_choice, parallel_tool_calls: false });
+  async 'tool_choice required: a grammar makes the model write its calls as a JSON array'() {
+    // After </think> the model would write <tool_call>; held to [{"name", "arguments"}] it
+    // writes the vocabulary's "[" (the only token that may start the array), its JSON call,
+    // then "]" and its EOS.
+    for (const parallel_tool_calls of [true, false]) {
+      const m = await both({ tool_choice: 'required', parallel_tool_calls });
+      assert.equal(m.reasoning_content, 'Checking the weather.');
+      assert.equal(m.content, null);
       assert.equal(m.tool_calls.length, 1);
+      assert.ok(m.tool_calls[0].id.startsWith('call_'));
+      assert.equal(m.tool_calls[0].function.name, call.name);
+      assert.deepEqual(JSON.parse(m.tool_calls[0].function.arguments), call.arguments);
       assert.equal(m.finish_reason, 'tool_calls');
+    }
+    // The tokens drawn were the grammar's, not the model's own <tool_call> markers.
+    const r = await client.chat.completions.create({ model, messages, tools, tool_choice: 'required', temperature: 0, logprobs: true });
+    const drawn = r.choices[0].logprobs.content.map((t) => t.token);
+    assert.ok(drawn.includes('[') && drawn.includes(']') && !drawn.includes('<tool_call>'), drawn.join(' '));
+  },
+
+  async 'a named function: what the model writes are that function\'s arguments'() {
+    // record_call takes the very object the model writes, so the grammar lets it through.
+    const record = {
+      type: 'function',
+      function: {
+        name: 'record_call',
+        parameters: {
+          type: 'object',
+          properties: { name: { type: 'string' }, arguments: { type: 'object', minProperties: 1 } },
+          required: ['name', 'arguments'],
+        },
+      },
+    };
+    const m = await both({ tools: [...tools, record], tool_choice: { type: 'function', function: { name: 'record_call' } } });
+    assert.equal(m.reasoning_content, 'Checking the weather.');
+    assert.equal(m.content, null);
+    assert.equal(m.tool_calls.length, 1);
+    assert.equal(m.tool_calls[0].function.name, 'record_call');
+    assert.deepEqual(JSON.parse(m.tool_calls[0].function.arguments), call);
+    assert.equal(m.finish_reason, 'tool_calls');
+  },
+
+  async 'forced calls that cannot be held are refused, naming tool_choice'() {
+    const named = (name) => ({ type: 'function', function: { name } });
+    for (const [params, why] of [
+      [{ tool_choice: named('get_time') }, "names 'get_time', which is not among the tools"],
+      [{ tools: undefined, tool_choice: 'required' }, "needs a non-empty 'tools'"],
+      [{ tool_choice: 'required', response_format: { type: 'json_object' } }, 'cannot be combined with response_format'],
+    ]) {
+      await assert.rejects(
+        client.chat.completions.create({ model, messages, tools, ...params }),
+        (e) => e.status === 400 && e.param === 'tool_choice' && e.message.includes(why),
+      );
     }
   },
 
@@ -151,6 +199,16 @@ const off = {
     assert.equal(m.tool_calls.length, 0);
     assert.equal(m.content, 'Checking the weather.' + '{"name": "get_weather", "arguments": {"city": "Paris"}}');
     assert.equal(m.finish_reason, 'stop');
+  },
+
+  async 'without parsers, tool_choice required still yields the call, held from the first token'() {
+    const m = await both({ tool_choice: 'required' });
+    assert.equal(m.reasoning_content, null);
+    assert.equal(m.content, null);
+    assert.equal(m.tool_calls.length, 1);
+    assert.equal(m.tool_calls[0].function.name, call.name);
+    assert.deepEqual(JSON.parse(m.tool_calls[0].function.arguments), call.arguments);
+    assert.equal(m.finish_reason, 'tool_calls');
   },
 
   async 'without a reasoning parser, response_format holds the output from its first token'() {
