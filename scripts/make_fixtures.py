@@ -4,8 +4,8 @@ own save_pretrained, plus transformers' greedy continuations and top-5 logprobs 
 
 Runs where PyTorch 2.11 and transformers 5.17 are installed (a GPU machine; the CPU is used for
 the references so that they are f32-exact):
-    python3 scripts/make_fixtures.py OUT_DIR
-and the result is committed as tests/fixtures/models/.
+    python3 scripts/make_fixtures.py OUT_DIR [NAME ...]
+(all variants, or the named ones) and the result is committed as tests/fixtures/models/.
 """
 import json
 import os
@@ -57,16 +57,26 @@ VARIANTS = {
                                        sliding_attention=dict(rope_type="default", rope_theta=10000.0)),
                                    hidden_activation="gelu_pytorch_tanh"),
                torch.float32, {}),
+    # Phi-3 / Phi-4: q/k/v and gate/up each one stacked tensor; partial rotary (Phi-4-mini's
+    # 0.75) and longrope, its short factors up to the 32-token pretrained length, long past it
+    # (the second prompt crosses it while generating, the third starts past it).
+    "phi3": ("phi3", dict(tie_word_embeddings=True, partial_rotary_factor=0.75, original_max_position_embeddings=32,
+                          rope_parameters=dict(rope_type="longrope", rope_theta=10000.0,
+                                               short_factor=[1.0 + 0.05 * i for i in range(6)],
+                                               long_factor=[1.0 + 0.9 * i for i in range(6)])),
+             torch.float32, {}),
 }
 
 PROMPTS = [[1, 17, 200, 45, 99], list(range(3, 60, 2)), [1] + [(i * 37) % 380 + 3 for i in range(44)]]
 NEW_TOKENS = 24
 
 
-def main(out):
+def main(out, names):
     os.makedirs(out, exist_ok=True)
     print("torch", torch.__version__, "transformers", transformers.__version__, flush=True)
     for name, (mtype, extra, dtype, save_kw) in VARIANTS.items():
+        if names and name not in names:
+            continue
         torch.manual_seed(1234)
         cfg = AutoConfig.for_model(mtype, **{**COMMON, **extra})
         model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
@@ -103,4 +113,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:])

@@ -8,6 +8,7 @@ namespace tessera {
 std::unique_ptr<Model> make_gemma2(const HfConfig&, const WeightStore&, Backend&);
 std::unique_ptr<Model> make_gemma3(const HfConfig&, const WeightStore&, Backend&);
 std::unique_ptr<Model> make_llama(const HfConfig&, const WeightStore&, Backend&);
+std::unique_ptr<Model> make_phi3(const HfConfig&, const WeightStore&, Backend&);
 std::unique_ptr<Model> make_qwen2(const HfConfig&, const WeightStore&, Backend&);
 std::unique_ptr<Model> make_qwen3(const HfConfig&, const WeightStore&, Backend&);
 
@@ -18,6 +19,7 @@ const std::map<std::string, ModelFactory>& architectures() {
       {"gemma2", make_gemma2},
       {"gemma3_text", make_gemma3},
       {"llama", make_llama},
+      {"phi3", make_phi3},
       {"qwen2", make_qwen2},
       {"qwen3", make_qwen3},
   };

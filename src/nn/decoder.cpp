@@ -70,16 +70,20 @@ Decoder::Decoder(const HfConfig& cfg, const DecoderOptions& opts, const WeightSt
       L.pre_feedforward_layernorm = load(w, p + "pre_feedforward_layernorm.weight", {H});
       L.post_feedforward_layernorm = load(w, p + "post_feedforward_layernorm.weight", {H});
     }
-    load_group(w, {{&L.q_proj, p + "self_attn.q_proj", opts.num_heads * Dh},
-                   {&L.k_proj, p + "self_attn.k_proj", opts.num_kv_heads * Dh},
-                   {&L.v_proj, p + "self_attn.v_proj", opts.num_kv_heads * Dh}},
-               H, opts.qkv_bias);
+    const std::initializer_list<GroupPart> qkv = {{&L.q_proj, p + "self_attn.q_proj", opts.num_heads * Dh},
+                                                  {&L.k_proj, p + "self_attn.k_proj", opts.num_kv_heads * Dh},
+                                                  {&L.v_proj, p + "self_attn.v_proj", opts.num_kv_heads * Dh}};
+    const std::initializer_list<GroupPart> gate_up = {{&L.gate_proj, p + "mlp.gate_proj", I},
+                                                      {&L.up_proj, p + "mlp.up_proj", I}};
+    if (opts.fused_projections) load_fused(w, p + "self_attn.qkv_proj", qkv, H);
+    else load_group(w, qkv, H, opts.qkv_bias);
     L.o_proj = load_linear(w, p + "self_attn.o_proj", H, opts.num_heads * Dh, opts.o_bias);
     if (opts.qk_norm) {
       L.q_norm = load(w, p + "self_attn.q_norm.weight", {Dh});
       L.k_norm = load(w, p + "self_attn.k_norm.weight", {Dh});
     }
-    load_group(w, {{&L.gate_proj, p + "mlp.gate_proj", I}, {&L.up_proj, p + "mlp.up_proj", I}}, H, opts.mlp_bias);
+    if (opts.fused_projections) load_fused(w, p + "mlp.gate_up_proj", gate_up, H);
+    else load_group(w, gate_up, H, opts.mlp_bias);
     L.down_proj = load_linear(w, p + "mlp.down_proj", H, I, opts.mlp_bias);
     layers_.push_back(std::move(L));
   }
@@ -105,6 +109,19 @@ void Decoder::load_group(const WeightStore& w, std::initializer_list<GroupPart> 
     p.linear->weight = dev[i++];
     if (bias) p.linear->bias = load(w, p.name + ".bias", {p.out});
   }
+}
+
+void Decoder::load_fused(const WeightStore& w, const std::string& name, std::initializer_list<GroupPart> parts,
+                         int in) {
+  int64_t rows = 0;
+  for (const GroupPart& p : parts) rows += p.out;
+  const Tensor whole = w.get(name + ".weight", {rows, in});
+  std::vector<Tensor> host;
+  rows = 0;
+  for (const GroupPart& p : parts) host.push_back(whole.slice_rows(rows, rows + p.out)), rows += p.out;
+  std::vector<Tensor> dev = be_.upload_group(host);
+  size_t i = 0;
+  for (const GroupPart& p : parts) p.linear->weight = dev[i++];
 }
 
 Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {

@@ -1,5 +1,5 @@
-// The pre-norm decoder-only transformer shared by the Llama family (llama, mistral, qwen2, qwen3)
-// and Gemma 2 and 3: embeddings, N x [RMSNorm -> attention (GQA, RoPE, paged KV) -> residual -> RMSNorm
+// The pre-norm decoder-only transformer shared by the Llama family (llama, mistral, qwen2, qwen3,
+// phi3) and Gemma 2 and 3: embeddings, N x [RMSNorm -> attention (GQA, RoPE, paged KV) -> residual -> RMSNorm
 // -> gated MLP -> residual], final norm, LM head. Architectures differ only in the options below;
 // each model file turns its config into these options.
 #pragma once
@@ -29,6 +29,7 @@ struct DecoderOptions {
   bool mlp_bias = false;
   bool qk_norm = false;      // qwen3: RMSNorm over each head of q and k before RoPE
   bool tie_embeddings = false;
+  bool fused_projections = false;  // phi3: q/k/v stacked in one qkv_proj, gate/up in one gate_up_proj
   std::vector<int> sliding_window;  // per layer; 0 = full attention
   // Gemma's departures from Llama:
   Glu glu = Glu::SwiGLU;          // GeGLU
@@ -77,6 +78,8 @@ class Decoder {
     int out;
   };
   void load_group(const WeightStore& w, std::initializer_list<GroupPart> parts, int in, bool bias);
+  // The same parts stacked in one checkpoint tensor `name` (their names unused), without biases.
+  void load_fused(const WeightStore& w, const std::string& name, std::initializer_list<GroupPart> parts, int in);
   Tensor load(const WeightStore& w, const std::string& name, const Shape& shape);
   void linear(const Tensor& x, const Linear& l, Tensor& out) { be_.linear(x, l.weight, l.bias, out); }
 

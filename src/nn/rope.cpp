@@ -26,7 +26,9 @@ Rope::Rope(const HfConfig& cfg, int head_dim, Backend& be, const std::string& la
     type_ = scaling.value("rope_type", scaling.value("type", std::string("default")));
     factor_ = scaling.value("factor", 1.0);
   }
-  original_max_ = scaling.is_object() ? scaling.value("original_max_position_embeddings", max_pos) : max_pos;
+  // Phi-3 keeps the pretrained length beside max_position_embeddings, at the top.
+  const int top_original = cfg.get_or<int>("original_max_position_embeddings", max_pos);
+  original_max_ = scaling.is_object() ? scaling.value("original_max_position_embeddings", top_original) : max_pos;
 
   std::vector<float> inv = default_inv_freq(base_);
   float attention_scaling = 1.0f;
@@ -75,10 +77,33 @@ Rope::Rope(const HfConfig& cfg, int head_dim, Backend& be, const std::string& la
       float interp = float(1.0 / factor_) * inv[i];
       inv[i] = interp * (1 - extrapolation) + inv[i] * extrapolation;
     }
+  } else if (type_ == "longrope" || type_ == "su") {
+    // Phi-3's: each frequency divided by its factor, the short ones while the sequence fits the
+    // pretrained length, the long ones past it; cos and sin scaled by attention_factor, by
+    // default from max_position_embeddings over that length.
+    type_ = "longrope";
+    const double ratio = double(max_pos) / original_max_;
+    attention_scaling = scaling.contains("attention_factor") && !scaling["attention_factor"].is_null()
+                            ? scaling["attention_factor"].get<float>()
+                        : ratio <= 1 ? 1.0f
+                                     : float(std::sqrt(1 + std::log(ratio) / std::log(double(original_max_))));
+    auto divided = [&](const char* key) {
+      TESSERA_CHECK(scaling.contains(key) && scaling[key].is_array() && scaling[key].size() == inv.size(),
+                    std::string("config.json: longrope needs ") + key + " of " + std::to_string(inv.size()) +
+                        " numbers (rotary dimensions / 2)");
+      std::vector<float> out(inv.size());
+      for (size_t i = 0; i < inv.size(); ++i) {
+        const float exponent = float(2 * i) / float(rotary_dim_);
+        out[i] = 1.0f / (scaling[key][i].get<float>() * std::pow(float(base_), exponent));
+      }
+      return out;
+    };
+    long_params_ = make_params(divided("long_factor"), attention_scaling);
+    inv = divided("short_factor");
   } else {
     throw Error("config.json: unsupported rope_scaling type \"" + type_ + "\"");
   }
-  set(inv, attention_scaling);
+  params_ = make_params(inv, attention_scaling);
 }
 
 int Rope::scaled_context(const HfConfig& cfg) {
@@ -103,16 +128,20 @@ std::vector<float> Rope::default_inv_freq(double base) const {
   return inv;
 }
 
-void Rope::set(const std::vector<float>& inv_freq, float attention_scaling) {
+RopeParams Rope::make_params(const std::vector<float>& inv_freq, float attention_scaling) {
   Tensor host = Tensor::empty(DType::F32, {int64_t(inv_freq.size())});
   std::copy(inv_freq.begin(), inv_freq.end(), host.data<float>());
-  params_.inv_freq = be_.upload(host);
+  RopeParams p;
   // upload() may return the host view (CPU); keep the storage alive through the tensor itself.
-  params_.attention_scaling = attention_scaling;
-  params_.rotary_dim = rotary_dim_;
+  p.inv_freq = be_.upload(host);
+  p.attention_scaling = attention_scaling;
+  p.rotary_dim = rotary_dim_;
+  return p;
 }
 
 const RopeParams& Rope::params(int max_position) {
+  // transformers: seq_len = max position + 1, against the pretrained length.
+  if (type_ == "longrope") return max_position + 1 > original_max_ ? long_params_ : params_;
   if (type_ != "dynamic") return params_;
   // transformers: seq_len = max position + 1; grow beyond the original context, reset below it.
   int seq_len = max_position + 1;
@@ -123,7 +152,7 @@ const RopeParams& Rope::params(int max_position) {
       double d = rotary_dim_;
       base = base_ * std::pow(factor_ * len / original_max_ - (factor_ - 1), d / (d - 2));
     }
-    set(default_inv_freq(base), 1.0f);
+    params_ = make_params(default_inv_freq(base), 1.0f);
     cached_len_ = len;
   }
   return params_;

@@ -1,5 +1,5 @@
 // Rotary position embedding frequencies from a Hugging Face config, for every rope_scaling type
-// transformers defines for these models: default, linear, dynamic (NTK), yarn, llama3.
+// transformers defines for these models: default, linear, dynamic (NTK), yarn, llama3, longrope.
 #pragma once
 #include <vector>
 
@@ -21,15 +21,15 @@ class Rope {
   // context).
   const RopeParams& params(int max_position);
   int rotary_dim() const { return rotary_dim_; }
-  // Whether params() changes with the step's positions (dynamic scaling).
-  bool depends_on_length() const { return type_ == "dynamic"; }
+  // Whether params() changes with the step's positions (dynamic scaling, longrope).
+  bool depends_on_length() const { return type_ == "dynamic" || type_ == "longrope"; }
   // The context the scaling is made for: max_position_embeddings, or the scaled length for
   // dynamic and yarn scaling (whose configs give the original length).
   static int scaled_context(const HfConfig& cfg);
 
  private:
   std::vector<float> default_inv_freq(double base) const;
-  void set(const std::vector<float>& inv_freq, float attention_scaling);
+  RopeParams make_params(const std::vector<float>& inv_freq, float attention_scaling);
 
   Backend& be_;
   std::string type_ = "default";
@@ -39,6 +39,7 @@ class Rope {
   int original_max_ = 0;
   int cached_len_ = 0;  // dynamic: sequence length the current frequencies were made for
   RopeParams params_;
+  RopeParams long_params_;  // longrope: past the original length
 };
 
 }  // namespace tessera::nn

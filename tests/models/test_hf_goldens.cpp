@@ -20,10 +20,20 @@ TEST_P(HfGolden, GreedyIdsAndTop5Logprobs) {
   EngineConfig ec;
   ec.num_blocks = 64;
   Engine engine(m.model(), *m.backend, ec);
+  // longrope (phi3): transformers' generate recomputes a sequence's cache with the long factors
+  // when it first outgrows original_max_position_embeddings; the engine keeps the keys it has (as
+  // vLLM does), so a continuation that crosses that length is not compared.
+  const auto cfg = nlohmann::json::parse(read_file(dir / "config.json"));
+  const auto rope = cfg.value("rope_parameters", nlohmann::json::object());
+  const bool longrope = rope.value("rope_type", "") == "longrope";
+  const size_t crossing = cfg.value("original_max_position_embeddings", size_t(0));
   double worst = 0;
+  int compared = 0;
   for (auto& c : ref["cases"]) {
     auto prompt = c["prompt"].get<std::vector<int32_t>>();
     auto expected = c["generated"].get<std::vector<int32_t>>();
+    if (longrope && prompt.size() <= crossing && prompt.size() + expected.size() > crossing + 1) continue;
+    ++compared;
     auto gen = generate_greedy(engine, vocab, {prompt}, int(expected.size()), m.loaded.config.eos_token_ids())[0];
     ASSERT_EQ(gen.tokens, expected) << "prompt of " << prompt.size() << " tokens";
     for (size_t step = 0; step < expected.size(); ++step) {
@@ -36,12 +46,13 @@ TEST_P(HfGolden, GreedyIdsAndTop5Logprobs) {
       }
     }
   }
+  EXPECT_GE(compared, 2);
   RecordProperty("max_logprob_error", std::to_string(worst));
   std::printf("%s: max |logprob - transformers| = %.3g\n", GetParam().c_str(), worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, HfGolden,
                          ::testing::Values("llama", "llama_bf16", "llama_f16", "llama_dynamic", "mistral", "qwen2",
-                                           "qwen3", "gemma2", "gemma3"));
+                                           "qwen3", "gemma2", "gemma3", "phi3"));
 
 }  // namespace
