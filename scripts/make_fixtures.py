@@ -65,6 +65,15 @@ VARIANTS = {
                                                short_factor=[1.0 + 0.05 * i for i in range(6)],
                                                long_factor=[1.0 + 0.9 * i for i in range(6)])),
              torch.float32, {}),
+    # Mixture of experts: a router's softmax, the top experts' gated MLPs weighted by it. Qwen3-MoE
+    # with the top weights renormalised and one dense layer between sparse ones; Mixtral with its
+    # experts' w1 / w3 / w2.
+    "qwen3_moe": ("qwen3_moe", dict(tie_word_embeddings=False, head_dim=16, num_experts=8, num_experts_per_tok=3,
+                                    moe_intermediate_size=48, norm_topk_prob=True, decoder_sparse_step=1,
+                                    mlp_only_layers=[1]),
+                  torch.float32, {}),
+    "mixtral": ("mixtral", dict(tie_word_embeddings=False, num_local_experts=4, num_experts_per_tok=2),
+                torch.float32, {}),
 }
 
 PROMPTS = [[1, 17, 200, 45, 99], list(range(3, 60, 2)), [1] + [(i * 37) % 380 + 3 for i in range(44)]]
@@ -110,6 +119,11 @@ def main(out, names):
         print(f"{name}: {size/1e6:.2f} MB, min top1-top2 margin {min_margin:.4f}, "
               f"lengths {[len(c['generated']) for c in cases]}", flush=True)
         print(open(os.path.join(d, "config.json")).read(), flush=True)
+        if "--keys" in os.environ.get("FIXTURE_DEBUG", ""):
+            from safetensors import safe_open
+            with safe_open(os.path.join(d, "model.safetensors"), "pt") as f:
+                for k in list(f.keys())[:40]:
+                    print(k, tuple(f.get_slice(k).get_shape()))
 
 
 if __name__ == "__main__":

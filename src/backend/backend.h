@@ -246,6 +246,9 @@ class Backend {
   }
   // out[R, D] = x[rows[r], :]
   virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
+  // out[rows[r], :] += weights[r] * x[r, :] (f32; rows i32 and distinct): a mixture of experts'
+  // outputs weighted into the residual stream.
+  virtual void scatter_add_rows(const Tensor& x, const Tensor& rows, const Tensor& weights, Tensor& out) = 0;
   // out[r] (i32) = the column of row r's largest element, the first one on ties: greedy
   // sampling where the logits are, so only the ids travel.
   virtual void argmax_rows(const Tensor& x, Tensor& out) = 0;

@@ -8,9 +8,11 @@ namespace tessera {
 std::unique_ptr<Model> make_gemma2(const HfConfig&, const WeightStore&, Backend&);
 std::unique_ptr<Model> make_gemma3(const HfConfig&, const WeightStore&, Backend&);
 std::unique_ptr<Model> make_llama(const HfConfig&, const WeightStore&, Backend&);
+std::unique_ptr<Model> make_mixtral(const HfConfig&, const WeightStore&, Backend&);
 std::unique_ptr<Model> make_phi3(const HfConfig&, const WeightStore&, Backend&);
 std::unique_ptr<Model> make_qwen2(const HfConfig&, const WeightStore&, Backend&);
 std::unique_ptr<Model> make_qwen3(const HfConfig&, const WeightStore&, Backend&);
+std::unique_ptr<Model> make_qwen3_moe(const HfConfig&, const WeightStore&, Backend&);
 
 namespace {
 
@@ -19,9 +21,11 @@ const std::map<std::string, ModelFactory>& architectures() {
       {"gemma2", make_gemma2},
       {"gemma3_text", make_gemma3},
       {"llama", make_llama},
+      {"mixtral", make_mixtral},
       {"phi3", make_phi3},
       {"qwen2", make_qwen2},
       {"qwen3", make_qwen3},
+      {"qwen3_moe", make_qwen3_moe},
   };
   return table;
 }

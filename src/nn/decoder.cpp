@@ -82,9 +82,14 @@ Decoder::Decoder(const HfConfig& cfg, const DecoderOptions& opts, const WeightSt
       L.q_norm = load(w, p + "self_attn.q_norm.weight", {Dh});
       L.k_norm = load(w, p + "self_attn.k_norm.weight", {Dh});
     }
-    if (opts.fused_projections) load_fused(w, p + "mlp.gate_up_proj", gate_up, H);
-    else load_group(w, gate_up, H, opts.mlp_bias);
-    L.down_proj = load_linear(w, p + "mlp.down_proj", H, I, opts.mlp_bias);
+    if (!opts.moe.sparse.empty() && opts.moe.sparse[size_t(l)]) {
+      TESSERA_CHECK(!opts.sandwich_norms, "a mixture of experts with sandwich norms is not supported");
+      L.moe = std::make_unique<MoeMlp>(w, be, p, opts.moe, H, opts.glu);
+    } else {
+      if (opts.fused_projections) load_fused(w, p + "mlp.gate_up_proj", gate_up, H);
+      else load_group(w, gate_up, H, opts.mlp_bias);
+      L.down_proj = load_linear(w, p + "mlp.down_proj", H, I, opts.mlp_bias);
+    }
     layers_.push_back(std::move(L));
   }
 }
@@ -146,6 +151,8 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
   // output product (linear_add_rms_norm).
   // The final norm's output feeds the LM head's few rows: f32 (see linear_input_dtype).
   Tensor normed = act == DType::F32 ? h : be_.empty(DType::F32, {T, H});
+  // The experts' input, gathered by rows: f32.
+  Tensor moe_in = act == DType::F32 || opts_.moe.num_experts == 0 ? h : be_.empty(DType::F32, {T, H});
   const float eps = opts_.rms_norm_eps, off = opts_.norm_offset;
   be_.embedding(embed_tokens, fb.token_ids, embed_scale_, x);
   be_.rms_norm(x, layers_.empty() ? norm : layers_[0].input_layernorm, eps, off, h);
@@ -164,6 +171,16 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
     }
     const float scale = opts_.attn_scale > 0.0f ? opts_.attn_scale : 1.0f / std::sqrt(float(Dh));
     be_.attention(q, cache.k[l], cache.v[l], fb.attn, {scale, opts_.sliding_window[l], opts_.attn_softcap}, attn);
+    const bool last = l + 1 == opts_.num_layers;
+    const Tensor& next_norm = last ? norm : layers_[l + 1].input_layernorm;
+    Tensor& next_in = last ? normed : h;
+    if (L.moe) {  // x += the experts' weighted outputs, then the next norm
+      be_.linear_add_rms_norm(attn2, {L.o_proj.weight, L.o_proj.bias, d}, x, L.post_attention_layernorm, eps, off,
+                              moe_in);
+      L.moe->add_to(moe_in, x);
+      be_.rms_norm(x, next_norm, eps, off, next_in);
+      continue;
+    }
     if (opts_.sandwich_norms) {  // the output normed before its residual add
       linear(attn2, L.o_proj, d);
       be_.rms_norm(d, L.post_attention_layernorm, eps, off, d);
@@ -175,9 +192,6 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
     // gate = act(h · gate_projᵀ) * (h · up_projᵀ); up is scratch
     be_.linear_glu(opts_.glu, h, {L.gate_proj.weight, L.gate_proj.bias, gate}, {L.up_proj.weight, L.up_proj.bias, up},
                    gate);
-    const bool last = l + 1 == opts_.num_layers;
-    const Tensor& next_norm = last ? norm : layers_[l + 1].input_layernorm;
-    Tensor& next_in = last ? normed : h;
     if (opts_.sandwich_norms) {
       linear(gate, L.down_proj, d);
       be_.rms_norm(d, L.post_feedforward_layernorm, eps, off, d);

@@ -11,6 +11,7 @@
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 #include "nn/forward_batch.h"
+#include "nn/moe.h"
 #include "nn/rope.h"
 
 namespace tessera::nn {
@@ -41,6 +42,7 @@ struct DecoderOptions {
   float attn_scale = 0.0f;     // scores' scale; 0: 1 / sqrt(head_dim)
   float attn_softcap = 0.0f;   // 0: none; else scores = cap * tanh(scores / cap)
   float final_softcap = 0.0f;  // the same on the logits
+  MoeOptions moe;              // layers whose MLP is a mixture of experts (qwen3_moe, mixtral)
 };
 
 // Reads the fields every Llama-family config shares (hidden_size, heads, head_dim, ...).
@@ -58,7 +60,8 @@ class Decoder {
   const DecoderOptions& options() const { return opts_; }
   // forward() runs the same ops over the same inputs' memory at every step of one shape.
   bool replayable() const {
-    return !rope_.depends_on_length() && !(sliding_rope_ && sliding_rope_->depends_on_length());
+    return !rope_.depends_on_length() && !(sliding_rope_ && sliding_rope_->depends_on_length()) &&
+           opts_.moe.num_experts == 0;
   }
 
  private:
@@ -69,6 +72,7 @@ class Decoder {
     Tensor input_layernorm, post_attention_layernorm, q_norm, k_norm;
     Tensor pre_feedforward_layernorm, post_feedforward_layernorm;  // sandwich_norms
     Linear q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;
+    std::unique_ptr<MoeMlp> moe;  // in place of gate/up/down where the layer has experts
   };
   Linear load_linear(const WeightStore& w, const std::string& name, int out, int in, bool bias);
   // Projections of one input (q/k/v, gate/up), uploaded together so the backend may stack them.

@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 #include "core/dtype.h"
 
@@ -444,6 +445,29 @@ OpCase add_case(int T, int D, bool in_place, uint64_t seed) {
           }};
 }
 
+// R distinct rows of out [T, D] get weighted rows of x added (a mixture of experts' outputs).
+OpCase scatter_add_rows_case(int T, int D, int R, uint64_t seed) {
+  Rng rng(seed);
+  Tensor x = random_tensor(DType::F32, {R, D}, rng), out0 = random_tensor(DType::F32, {T, D}, rng);
+  std::vector<int32_t> rows(static_cast<size_t>(T));
+  for (int t = 0; t < T; ++t) rows[size_t(t)] = t;
+  for (int t = T - 1; t > 0; --t) std::swap(rows[size_t(t)], rows[size_t(rng.uniform(0, t))]);
+  rows.resize(size_t(R));
+  std::vector<float> weights(static_cast<size_t>(R));
+  for (auto& w : weights) w = float(rng.uniform(0, 1000)) / 1000.0f;
+  Tensor t_rows = i32_tensor(rows), t_weights = Tensor::empty(DType::F32, {R});
+  std::copy(weights.begin(), weights.end(), t_weights.data<float>());
+  std::string name = "scatter_add_rows T=" + std::to_string(T) + " D=" + std::to_string(D) + " R=" + std::to_string(R);
+  // A multiply and an add, which a backend may fuse (one rounding instead of two).
+  return {name, "scatter_add_rows", DType::F32, kPointwise, [=](Backend& be) {
+            Tensor fresh = Tensor::empty(DType::F32, {T, D});  // upload may return the host tensor
+            std::copy(out0.data<float>(), out0.data<float>() + out0.numel(), fresh.data<float>());
+            Tensor out = upload(be, fresh);
+            be.scatter_add_rows(upload(be, x), upload(be, t_rows), upload(be, t_weights), out);
+            return Outputs{download(be, out)};
+          }};
+}
+
 OpCase gather_rows_case(int R0, int D, int R, uint64_t seed) {
   Rng rng(seed);
   Tensor x = random_tensor(DType::F32, {R0, D}, rng);
@@ -749,6 +773,9 @@ std::vector<OpCase> op_cases(const std::string& op) {
     cases.push_back(gather_rows_case(1, 64, 1, seed++));
     cases.push_back(gather_rows_case(20, 67, 5, seed++));
     cases.push_back(gather_rows_case(130, 2048, 8, seed++));
+  } else if (op == "scatter_add_rows") {
+    for (auto [T, D, R] : {std::tuple{4, 64, 0}, {1, 64, 1}, {20, 67, 5}, {130, 2048, 130}})
+      cases.push_back(scatter_add_rows_case(T, D, R, seed++));
   } else if (op == "sample_rows") {
     for (int shape : {0, 1, 2}) {
       cases.push_back(sample_rows_case(1, 128256, shape, seed++));
@@ -787,7 +814,7 @@ const std::vector<std::string>& op_names() {
   static const std::vector<std::string> names = {
       "embedding",     "rms_norm",    "add_rms_norm", "linear_add_rms_norm", "linear",          "rope", "store_kv",
       "rope_store_kv", "linear_rope_store_kv", "attention", "glu", "linear_glu", "softcap", "add", "gather_rows",
-      "argmax_rows",   "sample_rows", "edit_logits",  "logprobs"};
+      "scatter_add_rows", "argmax_rows",   "sample_rows", "edit_logits",  "logprobs"};
   return names;
 }
 

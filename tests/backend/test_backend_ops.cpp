@@ -195,6 +195,9 @@ class Faulty final : public Backend {
   void softcap(Tensor& x, float cap) override { ref_->softcap(x, cap); }
   void add(const Tensor& a, const Tensor& b, Tensor& o) override { ref_->add(a, b, o); }
   void gather_rows(const Tensor& x, const Tensor& r, Tensor& o) override { ref_->gather_rows(x, r, o); }
+  void scatter_add_rows(const Tensor& x, const Tensor& r, const Tensor& w, Tensor& o) override {
+    ref_->scatter_add_rows(x, r, w, o);
+  }
   void argmax_rows(const Tensor& x, Tensor& o) override { ref_->argmax_rows(x, o); }
   void sample_rows(const Tensor& x, const std::vector<RowSampling>& r, Tensor& o) override { ref_->sample_rows(x, r, o); }
   void edit_logits(Tensor& x, const std::vector<LogitEdit>& e) override { ref_->edit_logits(x, e); }

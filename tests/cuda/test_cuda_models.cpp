@@ -207,7 +207,8 @@ TEST_P(CudaModels, MatchCpuBackend) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModels,
                          ::testing::Values("llama", "llama_bf16", "llama_f16", "llama_dynamic", "mistral", "qwen2",
-                                           "qwen3", "gemma2", "gemma3", "phi3"));
+                                           "qwen3", "gemma2", "gemma3", "phi3", "qwen3_moe",
+                                           "mixtral"));
 
 }  // namespace
 }  // namespace tessera

@@ -124,6 +124,7 @@ TEST_P(Consistency, PreemptionUnderMemoryPressureGivesSameOutput) {
   for (size_t i = 0; i < prompts().size(); ++i) expect_same(tight[i], run({prompts()[i]}, 512)[0]);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Consistency, ::testing::Values("llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(Models, Consistency, ::testing::Values("llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3",
+                                                                 "qwen3_moe", "mixtral"));
 
 }  // namespace

@@ -64,6 +64,9 @@ class RecordingCpu final : public Backend {
   void softcap(Tensor& x, float cap) override { cpu_->softcap(x, cap); }
   void add(const Tensor& a, const Tensor& b, Tensor& o) override { cpu_->add(a, b, o); }
   void gather_rows(const Tensor& x, const Tensor& r, Tensor& o) override { cpu_->gather_rows(x, r, o); }
+  void scatter_add_rows(const Tensor& x, const Tensor& r, const Tensor& w, Tensor& o) override {
+    cpu_->scatter_add_rows(x, r, w, o);
+  }
   void argmax_rows(const Tensor& x, Tensor& o) override { cpu_->argmax_rows(x, o); }
   void sample_rows(const Tensor& x, const std::vector<RowSampling>& r, Tensor& o) override { cpu_->sample_rows(x, r, o); }
   void edit_logits(Tensor& x, const std::vector<LogitEdit>& e) override { cpu_->edit_logits(x, e); }

@@ -112,6 +112,9 @@ class CpuBackend final : public Backend {
   // A row copy (memcpy) in the reference already.
   void argmax_rows(const Tensor& x, Tensor& out) override { cpu::ref::argmax_rows(x, out); }
 
+  void scatter_add_rows(const Tensor& x, const Tensor& rows, const Tensor& weights, Tensor& out) override {
+    cpu::ref::scatter_add_rows(x, rows, weights, out);
+  }
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
     cpu::ref::gather_rows(x, rows, out);
   }

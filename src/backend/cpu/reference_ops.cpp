@@ -193,6 +193,21 @@ void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) {
   }
 }
 
+void scatter_add_rows(const Tensor& x, const Tensor& rows, const Tensor& weights, Tensor& out) {
+  const int64_t D = out.numel() / out.dim(0);
+  TESSERA_CHECK(x.numel() == rows.numel() * D && weights.numel() == rows.numel(),
+                "scatter_add_rows: x " + shape_str(x.shape()) + ", rows " + shape_str(rows.shape()) + ", weights " +
+                    shape_str(weights.shape()) + ", out " + shape_str(out.shape()));
+  for (int64_t r = 0; r < rows.numel(); ++r) {
+    const int64_t dst = rows.data<int32_t>()[r];
+    TESSERA_CHECK(dst >= 0 && dst < out.dim(0), "scatter_add_rows: row out of range");
+    const float w = weights.data<float>()[r];
+    const float* src = x.data<float>() + r * D;
+    float* o = out.data<float>() + dst * D;
+    for (int64_t i = 0; i < D; ++i) o[i] += w * src[i];
+  }
+}
+
 // The host sampler's draw (engine/sampler.cpp; its straightforward form, which
 // tests/engine/sampler_reference.h keeps) on the row as given, with its uniform u.
 int32_t sample_row(const float* x, int V, const RowSampling& p) {

@@ -23,6 +23,7 @@ void glu(Glu act, const Tensor& gate, const Tensor& up, Tensor& out);
 void softcap(Tensor& x, float cap);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out);
+void scatter_add_rows(const Tensor& x, const Tensor& rows, const Tensor& weights, Tensor& out);
 void sample_rows(const Tensor& x, const std::vector<RowSampling>& rows, Tensor& out);
 void edit_logits(Tensor& x, const std::vector<LogitEdit>& edits);
 void argmax_rows(const Tensor& x, Tensor& out);

@@ -645,6 +645,18 @@ class CudaBackend final : public Backend {
     cuda::gather_rows(ptr(x), ptr<int32_t>(rows), rows.numel(), D, x.dim(0), ptr(out), stream_);
   }
 
+  void scatter_add_rows(const Tensor& x, const Tensor& rows, const Tensor& weights, Tensor& out) override {
+    require_f32(x, "scatter_add_rows", "x");
+    require_i32(rows, "scatter_add_rows", "rows");
+    require_f32(weights, "scatter_add_rows", "weights");
+    require_f32(out, "scatter_add_rows", "out");
+    const int64_t D = out.dim(0) ? out.numel() / out.dim(0) : 0;
+    TESSERA_CHECK(x.numel() == rows.numel() * D && weights.numel() == rows.numel(),
+                  "scatter_add_rows: x " + shape_str(x.shape()) + ", rows " + shape_str(rows.shape()) +
+                      ", out " + shape_str(out.shape()));
+    cuda::scatter_add_rows(ptr(x), ptr<int32_t>(rows), ptr(weights), rows.numel(), D, out.dim(0), ptr(out), stream_);
+  }
+
  private:
   // Returns once the source has been read (see upload()).
   void copy_from_host(void* dst, const Tensor& host) {

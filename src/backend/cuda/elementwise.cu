@@ -275,6 +275,17 @@ __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t 
   for (int64_t i = threadIdx.x; i < D; i += blockDim.x) out[r * D + i] = ok ? x[src * D + i] : NAN;
 }
 
+// One block a row of x; the rows are distinct, so no two blocks write one element.
+__global__ void scatter_add_rows_kernel(const float* x, const int32_t* rows, const float* weights, int64_t D,
+                                        int64_t num_rows, float* out) {
+  allow_next();
+  wait_for_previous();
+  const int64_t r = blockIdx.x, dst = rows[r];
+  if (dst < 0 || dst >= num_rows) return;
+  const float w = weights[r];
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) out[dst * D + i] += w * x[r * D + i];
+}
+
 template <class E>
 __global__ void split_columns_kernel(const E* x, int64_t T, int64_t N, StackedParts g) {
   allow_next();
@@ -578,6 +589,14 @@ void gather_rows(const float* x, const int32_t* rows, int64_t R, int64_t D, int6
   if (R == 0) return;
   launch_dependent(gather_rows_kernel, dim3(unsigned(R)), dim3(row_threads(D)), 0, s, x, rows, D, num_rows, out);
   check_launch("gather_rows");
+}
+
+void scatter_add_rows(const float* x, const int32_t* rows, const float* weights, int64_t R, int64_t D,
+                      int64_t num_rows, float* out, cudaStream_t s) {
+  if (R == 0) return;
+  launch_dependent(scatter_add_rows_kernel, dim3(unsigned(R)), dim3(row_threads(D)), 0, s, x, rows, weights, D,
+                   num_rows, out);
+  check_launch("scatter_add_rows");
 }
 
 void convert_f32(const float* x, int64_t n, void* out, DType dt, cudaStream_t s) {

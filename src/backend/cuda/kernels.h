@@ -87,6 +87,9 @@ void logprobs(const float* x, int64_t R, int64_t V, const int32_t* rows, int64_t
 // Out-of-range rows give rows of NaN.
 void gather_rows(const float* x, const int32_t* rows, int64_t R, int64_t D, int64_t num_rows, float* out,
                  cudaStream_t s);
+// out[rows[r]] += weights[r] * x[r] (rows distinct; those out of range are skipped).
+void scatter_add_rows(const float* x, const int32_t* rows, const float* weights, int64_t R, int64_t D,
+                      int64_t num_rows, float* out, cudaStream_t s);
 // Products of one input with several matrices (q/k/v, gate/up), numbered by rows one after
 // another: part p has rows_end[p] - rows_end[p - 1] rows of weights at w[p] and its output
 // [T, its rows] at out[p] (f32 for gemv(); the dtype of split_columns' x for it).
