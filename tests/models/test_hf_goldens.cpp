@@ -53,7 +53,7 @@ TEST_P(HfGolden, GreedyIdsAndTop5Logprobs) {
 
 INSTANTIATE_TEST_SUITE_P(Models, HfGolden,
                          ::testing::Values("llama", "llama_bf16", "llama_f16", "llama_dynamic", "mistral", "qwen2",
-                                           "qwen3", "gemma2", "gemma3", "phi3", "qwen3_moe",
+                                           "qwen3", "gemma2", "gemma3", "phi3", "qwen3_moe", "qwen3_moe_bf16",
                                            "mixtral"));
 
 }  // namespace
