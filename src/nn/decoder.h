@@ -1,7 +1,8 @@
 // The pre-norm decoder-only transformer shared by the Llama family (llama, mistral, qwen2, qwen3,
-// phi3) and Gemma 2 and 3: embeddings, N x [RMSNorm -> attention (GQA, RoPE, paged KV) -> residual -> RMSNorm
-// -> gated MLP -> residual], final norm, LM head. Architectures differ only in the options below;
-// each model file turns its config into these options.
+// phi3), Gemma 2 and 3, and the mixtures of experts (qwen3_moe, mixtral): embeddings, N x [RMSNorm
+// -> attention (GQA, RoPE, paged KV) -> residual -> RMSNorm -> gated MLP or experts -> residual],
+// final norm, LM head. Architectures differ only in the options below; each model file turns its
+// config into these options.
 #pragma once
 #include <memory>
 #include <optional>
