@@ -91,12 +91,7 @@ Rope::Rope(const HfConfig& cfg, int head_dim, Backend& be, const std::string& la
       TESSERA_CHECK(scaling.contains(key) && scaling[key].is_array() && scaling[key].size() == inv.size(),
                     std::string("config.json: longrope needs ") + key + " of " + std::to_string(inv.size()) +
                         " numbers (rotary dimensions / 2)");
-      std::vector<float> out(inv.size());
-      for (size_t i = 0; i < inv.size(); ++i) {
-        const float exponent = float(2 * i) / float(rotary_dim_);
-        out[i] = 1.0f / (scaling[key][i].get<float>() * std::pow(float(base_), exponent));
-      }
-      return out;
+      return default_inv_freq(base_, scaling[key].get<std::vector<float>>());
     };
     long_params_ = make_params(divided("long_factor"), attention_scaling);
     inv = divided("short_factor");
@@ -118,12 +113,13 @@ int Rope::scaled_context(const HfConfig& cfg) {
   return max_pos;
 }
 
-// inv_freq[i] = 1 / base^(2i / dim), in f32 as transformers computes it.
-std::vector<float> Rope::default_inv_freq(double base) const {
+// inv_freq[i] = 1 / (factors[i] * base^(2i / dim)), in f32 as transformers computes it; no
+// factors: 1.
+std::vector<float> Rope::default_inv_freq(double base, const std::vector<float>& factors) const {
   std::vector<float> inv(size_t(rotary_dim_ / 2));
   for (size_t i = 0; i < inv.size(); ++i) {
     float exponent = float(2 * i) / float(rotary_dim_);
-    inv[i] = 1.0f / std::pow(float(base), exponent);
+    inv[i] = 1.0f / ((factors.empty() ? 1.0f : factors[i]) * std::pow(float(base), exponent));
   }
   return inv;
 }

@@ -28,7 +28,7 @@ class Rope {
   static int scaled_context(const HfConfig& cfg);
 
  private:
-  std::vector<float> default_inv_freq(double base) const;
+  std::vector<float> default_inv_freq(double base, const std::vector<float>& factors = {}) const;
   RopeParams make_params(const std::vector<float>& inv_freq, float attention_scaling);
 
   Backend& be_;
