@@ -5,7 +5,7 @@
 // page cache, then times `tessera serve` from exec to GET /health answering 200, and reads the
 // server's log for the weights' upload rate and the KV capacity. A second start without
 // --kv-cache-memory shows the profiled default (--gpu-memory-utilization 0.9). With --shape
-// qwen3-4b --write-only it writes a Qwen3-4B-shaped checkpoint for bench_engine and stops.
+// qwen3-4b (or qwen3-30b-a3b) --write-only it writes such a checkpoint for bench_engine and stops.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -55,8 +56,9 @@ struct Checkpoint {
 
 // Llama-style layers of hidden H, intermediate I, L layers, nq / nkv heads of Dh, vocab V; with
 // qk_norm each layer has Qwen3's per-head q/k norms; tied: no lm_head (the embeddings serve).
+// With experts > 0 each layer's MLP is Qwen3-MoE's: a router and that many experts of I.
 std::vector<TensorSpec> decoder_tensors(int64_t H, int64_t I, int64_t L, int64_t nq, int64_t nkv, int64_t Dh,
-                                        int64_t V, bool qk_norm, bool tied) {
+                                        int64_t V, bool qk_norm, bool tied, int64_t experts = 0) {
   const int64_t Q = nq * Dh, KV = nkv * Dh;
   std::vector<TensorSpec> t = {{"model.embed_tokens.weight", {V, H}, false}};
   for (int64_t l = 0; l < L; ++l) {
@@ -71,9 +73,13 @@ std::vector<TensorSpec> decoder_tensors(int64_t H, int64_t I, int64_t L, int64_t
       t.push_back({p + "self_attn.k_norm.weight", {Dh}, true});
     }
     t.push_back({p + "post_attention_layernorm.weight", {H}, true});
-    t.push_back({p + "mlp.gate_proj.weight", {I, H}, false});
-    t.push_back({p + "mlp.up_proj.weight", {I, H}, false});
-    t.push_back({p + "mlp.down_proj.weight", {H, I}, false});
+    if (experts > 0) t.push_back({p + "mlp.gate.weight", {experts, H}, false});
+    for (int64_t e = 0; e < std::max<int64_t>(experts, 1); ++e) {
+      const std::string m = experts > 0 ? p + "mlp.experts." + std::to_string(e) + "." : p + "mlp.";
+      t.push_back({m + "gate_proj.weight", {I, H}, false});
+      t.push_back({m + "up_proj.weight", {I, H}, false});
+      t.push_back({m + "down_proj.weight", {H, I}, false});
+    }
   }
   t.push_back({"model.norm.weight", {H}, true});
   if (!tied) t.push_back({"lm_head.weight", {V, H}, false});
@@ -130,6 +136,38 @@ Checkpoint qwen3_4b() {
                  {"eos_token_id", 151645},
                  {"hidden_act", "silu"}};
   return {decoder_tensors(2560, 9728, 36, 32, 8, 128, 151936, true, true), config, "tessera-bench-load-qwen3-4b"};
+}
+
+// Qwen3-30B-A3B's shape (128 experts of 768, 8 a token) with `layers` of its 48 layers: a mixture
+// of experts for bench_engine --model (the whole model's 61 GB would not fit the GPU machine's disk
+// beside the others).
+Checkpoint qwen3_30b_a3b(int layers) {
+  json config = {{"architectures", {"Qwen3MoeForCausalLM"}},
+                 {"model_type", "qwen3_moe"},
+                 {"hidden_size", 2048},
+                 {"intermediate_size", 6144},
+                 {"moe_intermediate_size", 768},
+                 {"num_experts", 128},
+                 {"num_experts_per_tok", 8},
+                 {"norm_topk_prob", true},
+                 {"decoder_sparse_step", 1},
+                 {"mlp_only_layers", json::array()},
+                 {"num_hidden_layers", layers},
+                 {"num_attention_heads", 32},
+                 {"num_key_value_heads", 4},
+                 {"head_dim", 128},
+                 {"vocab_size", 151936},
+                 {"max_position_embeddings", 40960},
+                 {"rms_norm_eps", 1e-6},
+                 {"rope_theta", 1000000.0},
+                 {"attention_bias", false},
+                 {"tie_word_embeddings", false},
+                 {"torch_dtype", "bfloat16"},
+                 {"bos_token_id", 151643},
+                 {"eos_token_id", 151645},
+                 {"hidden_act", "silu"}};
+  return {decoder_tensors(2048, 768, layers, 32, 4, 128, 151936, true, false, 128), config,
+          "tessera-bench-load-qwen3-30b-a3b-" + std::to_string(layers) + "l"};
 }
 
 struct Shard {
@@ -354,9 +392,11 @@ int main(int argc, char** argv) {
   bool profiled = true;
   app.add_option("--dir", dir, "Checkpoint directory (written when absent or of the wrong size; default: "
                               "tessera-bench-load-8b or -qwen3-4b in the temporary directory)");
-  app.add_option("--shape", shape, "Checkpoint shape: llama-8b (the targets') or qwen3-4b")
-      ->check(CLI::IsMember({"llama-8b", "qwen3-4b"}))
+  app.add_option("--shape", shape, "Checkpoint shape: llama-8b (the targets'), qwen3-4b or qwen3-30b-a3b")
+      ->check(CLI::IsMember({"llama-8b", "qwen3-4b", "qwen3-30b-a3b"}))
       ->capture_default_str();
+  int moe_layers = 12;
+  app.add_option("--moe-layers", moe_layers, "Layers of the qwen3-30b-a3b shape (of its 48)")->capture_default_str();
   bool write_only = false;
   app.add_flag("--write-only", write_only, "Write the checkpoint (when absent) and stop: a model for bench_engine");
   std::string model;
@@ -367,7 +407,9 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-profiled", profiled, "Skip the second start (KV cache sized by --gpu-memory-utilization)");
   CLI11_PARSE(app, argc, argv);
 
-  const Checkpoint ckpt = shape == "qwen3-4b" ? qwen3_4b() : llama_8b();
+  const Checkpoint ckpt = shape == "qwen3-4b"        ? qwen3_4b()
+                          : shape == "qwen3-30b-a3b" ? qwen3_30b_a3b(moe_layers)
+                                                     : llama_8b();
   if (dir.empty()) dir = (fs::temp_directory_path() / ckpt.dir_name).string();
   const std::vector<TensorSpec>& tensors = ckpt.tensors;
   auto shards = plan_shards(tensors);

@@ -100,6 +100,13 @@ inline void check_logprobs_shapes(const Tensor& x, const Tensor& rows, const Ten
                     std::to_string(tokens.numel()) + " tokens, top " + std::to_string(top_n));
 }
 
+// A mixture of experts' matrices, expert e's at index e: gate and up [I, H], down [H, I], all of
+// one dtype. Uploaded as two groups (every gate and up in turn, then every down: upload_group),
+// so that a backend may hold them as two stacked matrices and run all experts in one launch.
+struct Experts {
+  std::vector<Tensor> gate, up, down;
+};
+
 // Memory of the device a backend computes on, in bytes.
 struct MemoryInfo {
   size_t total = 0;  // CPU: physical memory; CUDA: the GPU's memory
@@ -244,6 +251,20 @@ class Backend {
     linear(a, p.weight, p.bias, p.out);
     add_rms_norm(x, p.out, w, eps, offset, out);
   }
+  // A mixture of experts' routing: each token's top_k experts by its router logits [T, E] (f32),
+  // into ids [T, top_k] (i32; the largest logit first, the lower expert on ties) and weights
+  // [T, top_k] (f32): their softmax probabilities over all E, divided by the k's sum where
+  // `renormalize`. (Ranking by logit is ranking by probability without exp's ties.)
+  virtual void moe_route(const Tensor& logits, int top_k, bool renormalize, Tensor& ids, Tensor& weights) = 0;
+  // x[T, H] += sum over j of weights[t, j] * down_e(act(gate_e · h[t]) * (up_e · h[t])), e =
+  // ids[t, j] (h and x f32; ids and weights as moe_route() writes them). The default groups the
+  // tokens by expert on the host (a download of ids and weights) and runs gather_rows,
+  // linear_glu, linear and scatter_add_rows for each expert chosen.
+  virtual void moe_experts(Glu act, const Tensor& h, const Tensor& ids, const Tensor& weights, const Experts& e,
+                           Tensor& x);
+  // Whether moe_experts() of up to `tokens` rows with these experts runs without waiting for the
+  // device, so that a forward with experts may be recorded (can_record()).
+  virtual bool moe_experts_recordable(const Experts& /*e*/, int64_t /*tokens*/) const { return false; }
   // out[R, D] = x[rows[r], :]
   virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
   // out[rows[r], :] += weights[r] * x[r, :] (f32; rows i32 and distinct): a mixture of experts'
@@ -271,6 +292,48 @@ class Backend {
   virtual void logprobs(const Tensor& x, const Tensor& rows, const Tensor& tokens, int top_n, Tensor& out_lp,
                         Tensor& out_ids) = 0;
 };
+
+inline void Backend::moe_experts(Glu act, const Tensor& h, const Tensor& ids, const Tensor& weights,
+                                  const Experts& ex, Tensor& x) {
+  const int64_t T = h.dim(0), H = h.dim(1), E = int64_t(ex.gate.size()), k = T ? ids.numel() / T : 0;
+  TESSERA_CHECK(h.dtype() == DType::F32 && x.dtype() == DType::F32 && x.shape() == h.shape() &&
+                    ids.dtype() == DType::I32 && weights.dtype() == DType::F32 && ids.numel() == T * k &&
+                    weights.numel() == T * k && ex.up.size() == ex.gate.size() && ex.down.size() == ex.gate.size(),
+                "moe_experts: h " + shape_str(h.shape()) + ", x " + shape_str(x.shape()) + ", ids " +
+                    shape_str(ids.shape()) + ", weights " + shape_str(weights.shape()) + ", " +
+                    std::to_string(E) + " experts");
+  if (T == 0) return;
+  std::vector<int32_t> chosen(static_cast<size_t>(T * k));
+  std::vector<float> p(static_cast<size_t>(T * k));
+  download(ids, chosen.data());
+  download(weights, p.data());
+  // Each expert's tokens in token order, all experts' one after another (one upload).
+  std::vector<int64_t> begin(static_cast<size_t>(E) + 2, 0);
+  for (int32_t id : chosen) {
+    TESSERA_CHECK(id >= 0 && id < E, "moe_experts: expert " + std::to_string(id) + " of " + std::to_string(E));
+    ++begin[size_t(id) + 2];
+  }
+  for (int64_t i = 2; i <= E + 1; ++i) begin[size_t(i)] += begin[size_t(i) - 1];
+  Tensor rows = Tensor::empty(DType::I32, {T * k}), row_weights = Tensor::empty(DType::F32, {T * k});
+  for (int64_t i = 0; i < T * k; ++i) {
+    const int64_t at = begin[size_t(chosen[size_t(i)]) + 1]++;
+    rows.data<int32_t>()[at] = int32_t(i / k);
+    row_weights.data<float>()[at] = p[size_t(i)];
+  }
+  const Tensor dev_rows = upload(rows), dev_weights = upload(row_weights);
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t b = begin[size_t(e)], n = begin[size_t(e) + 1] - b;
+    if (n == 0) continue;
+    const int64_t I = ex.gate[size_t(e)].dim(0);
+    const Tensor r = dev_rows.slice_rows(b, b + n);
+    Tensor in = empty(DType::F32, {n, H}), gate = empty(DType::F32, {n, I}), up = empty(DType::F32, {n, I});
+    Tensor out = empty(DType::F32, {n, H});
+    gather_rows(h, r, in);
+    linear_glu(act, in, {ex.gate[size_t(e)], Tensor(), gate}, {ex.up[size_t(e)], Tensor(), up}, gate);
+    linear(gate, ex.down[size_t(e)], Tensor(), out);
+    scatter_add_rows(out, r, dev_weights.slice_rows(b, b + n), x);
+  }
+}
 
 struct CpuOptions {
   bool reference = false;  // plain scalar loops: the reference every fast path is tested against

@@ -13,7 +13,7 @@ class DecoderModel final : public Model {
   KvCacheSpec kv_spec() const override { return decoder_.kv_spec(); }
   int vocab_size() const override { return decoder_.options().vocab_size; }
   int max_context() const override { return max_context_; }
-  bool replayable() const override { return decoder_.replayable(); }
+  bool replayable(int max_tokens) const override { return decoder_.replayable(max_tokens); }
 
  private:
   nn::Decoder decoder_;

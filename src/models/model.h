@@ -20,9 +20,10 @@ class Model {
   virtual int vocab_size() const = 0;
   virtual int max_context() const = 0;
   // Whether forward() issues the same ops on the same tensors for every batch of one shape (no
-  // state that changes with positions, such as dynamic rope scaling), so that a backend's
-  // recording of it can stand for later steps of that shape (Backend::record).
-  virtual bool replayable() const { return false; }
+  // state that changes with positions, such as dynamic rope scaling), nor waits for the device,
+  // for batches of up to max_tokens tokens, so that a backend's recording of it can stand for
+  // later steps of that shape (Backend::record).
+  virtual bool replayable(int /*max_tokens*/) const { return false; }
 };
 
 using ModelFactory = std::function<std::unique_ptr<Model>(const HfConfig&, const WeightStore&, Backend&)>;

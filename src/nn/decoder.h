@@ -4,6 +4,7 @@
 // final norm, LM head. Architectures differ only in the options below; each model file turns its
 // config into these options.
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,10 +60,12 @@ class Decoder {
   Tensor forward(const ForwardBatch& fb, KvCache& cache);
   KvCacheSpec kv_spec() const { return {opts_.num_layers, opts_.num_kv_heads, opts_.head_dim}; }
   const DecoderOptions& options() const { return opts_; }
-  // forward() runs the same ops over the same inputs' memory at every step of one shape.
-  bool replayable() const {
-    return !rope_.depends_on_length() && !(sliding_rope_ && sliding_rope_->depends_on_length()) &&
-           opts_.moe.num_experts == 0;
+  // forward() runs the same ops over the same inputs' memory at every step of one shape of up
+  // to max_tokens tokens, without waiting for the device.
+  bool replayable(int max_tokens) const {
+    const bool experts = std::all_of(layers_.begin(), layers_.end(),
+                                     [&](const Layer& L) { return !L.moe || L.moe->recordable(max_tokens); });
+    return experts && !rope_.depends_on_length() && !(sliding_rope_ && sliding_rope_->depends_on_length());
   }
 
  private:

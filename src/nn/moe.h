@@ -1,12 +1,10 @@
 // A mixture of experts in place of a layer's MLP (Qwen3-MoE, Mixtral): a router's softmax over
 // the experts picks each token's top k, whose gated MLPs' outputs, weighted by those
 // probabilities (renormalised over the k where the config says so), are added to the residual
-// stream. The routing is made on the host from the router's logits (a download a layer), so a
-// forward with experts is not recorded for replay.
+// stream: the router's product, then the backend's moe_route and moe_experts.
 #pragma once
 #include <array>
 #include <string>
-#include <vector>
 
 #include "backend/backend.h"
 #include "io/safetensors.h"
@@ -31,16 +29,15 @@ class MoeMlp {
   MoeMlp(const WeightStore& w, Backend& be, const std::string& prefix, const MoeOptions& o, int H, Glu glu);
   // x[T, H] += the experts' weighted outputs for the normed input h [T, H] (both f32).
   void add_to(const Tensor& h, Tensor& x);
+  // Whether add_to() of up to `tokens` rows can be recorded for replay (Backend::can_record).
+  bool recordable(int64_t tokens) const { return be_.moe_experts_recordable(experts_, tokens); }
 
  private:
-  struct Expert {
-    Tensor gate, up, down;
-  };
   Backend& be_;
   MoeOptions o_;
   Glu glu_;
   Tensor router_;
-  std::vector<Expert> experts_;
+  Experts experts_;
 };
 
 }  // namespace tessera::nn

@@ -48,7 +48,7 @@ struct ModelRunner::Replay {
 };
 
 ModelRunner::ModelRunner(Model& model, Backend& be, KvCache& cache, bool replay)
-    : model_(model), be_(be), cache_(cache), replay_(replay && be.can_record() && model.replayable()) {}
+    : model_(model), be_(be), cache_(cache), replay_(replay && be.can_record() && model.replayable(kMaxReplayedSeqs)) {}
 
 ModelRunner::~ModelRunner() = default;
 

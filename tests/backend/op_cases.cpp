@@ -468,6 +468,64 @@ OpCase scatter_add_rows_case(int T, int D, int R, uint64_t seed) {
           }};
 }
 
+// Router logits of T tokens over E experts: normal values, or with `ties` small integers (many
+// equal logits: the lower expert must win). Outputs: the ids (as floats: any other expert is far
+// off) and the weights.
+OpCase moe_route_case(int T, int E, int k, bool renormalize, bool ties, uint64_t seed) {
+  Rng rng(seed);
+  Tensor logits = random_tensor(DType::F32, {T, E}, rng, 2);
+  if (ties)
+    for (int64_t i = 0; i < logits.numel(); ++i) logits.data<float>()[i] = float(rng.uniform(0, 3));
+  std::string name = "moe_route T=" + std::to_string(T) + " E=" + std::to_string(E) + " k=" + std::to_string(k) +
+                     (renormalize ? " renormalized" : "") + (ties ? " ties" : "");
+  // exp and a sum of E terms in another order: a few ulp in each weight.
+  return {name, "moe_route", DType::F32, kPointwise, [=](Backend& be) {
+            Tensor ids = be.upload(i32_tensor(std::vector<int32_t>(size_t(T * k), -1), {T, k}));
+            Tensor weights = poisoned(be, {T, k});
+            be.moe_route(upload(be, logits), k, renormalize, ids, weights);
+            std::vector<int32_t> got(static_cast<size_t>(T * k));
+            be.download(ids, got.data());
+            return Outputs{std::vector<float>(got.begin(), got.end()), download(be, weights)};
+          }};
+}
+
+// T tokens each routed to k distinct experts of E (chosen at random, so that some experts get
+// many tokens and some none), weights in (0, 1); experts uploaded as nn::MoeMlp uploads them.
+OpCase moe_experts_case(Glu act, DType dt, int T, int H, int I, int E, int k, uint64_t seed) {
+  Rng rng(seed);
+  Tensor h = random_tensor(DType::F32, {T, H}, rng), x0 = random_tensor(DType::F32, {T, H}, rng);
+  std::vector<Tensor> gate_up, down;
+  for (int e = 0; e < E; ++e) {
+    gate_up.push_back(random_tensor(dt, {I, H}, rng, 1.0f / std::sqrt(float(H))));
+    gate_up.push_back(random_tensor(dt, {I, H}, rng, 1.0f / std::sqrt(float(H))));
+    down.push_back(random_tensor(dt, {H, I}, rng, 1.0f / std::sqrt(float(I))));
+  }
+  std::vector<int32_t> ids;
+  std::vector<int32_t> order(static_cast<size_t>(E));
+  for (int t = 0; t < T; ++t) {
+    std::iota(order.begin(), order.end(), 0);
+    for (int j = 0; j < k; ++j) std::swap(order[size_t(j)], order[size_t(rng.uniform(j, E - 1))]);
+    ids.insert(ids.end(), order.begin(), order.begin() + k);
+  }
+  Tensor weights = Tensor::empty(DType::F32, {T, k});
+  for (int64_t i = 0; i < weights.numel(); ++i) weights.data<float>()[i] = float(rng.uniform(1, 1000)) / 1000.0f;
+  const Tensor t_ids = i32_tensor(ids, {T, k});
+  std::string name = std::string("moe_experts ") + glu_name(act) + " " + dname(dt) + " T=" + std::to_string(T) +
+                     " H=" + std::to_string(H) + " I=" + std::to_string(I) + " E=" + std::to_string(E) +
+                     " k=" + std::to_string(k);
+  return {name, "moe_experts", dt, kReduction, [=](Backend& be) {
+            Experts ex;
+            std::vector<Tensor> gu = be.upload_group(gate_up);
+            for (size_t e = 0; e < size_t(E); ++e) ex.gate.push_back(gu[2 * e]), ex.up.push_back(gu[2 * e + 1]);
+            ex.down = be.upload_group(down);
+            Tensor fresh = Tensor::empty(DType::F32, {T, H});  // upload may return the host tensor
+            std::copy(x0.data<float>(), x0.data<float>() + x0.numel(), fresh.data<float>());
+            Tensor x = upload(be, fresh);
+            be.moe_experts(act, upload(be, h), upload(be, t_ids), upload(be, weights), ex, x);
+            return Outputs{download(be, x)};
+          }};
+}
+
 OpCase gather_rows_case(int R0, int D, int R, uint64_t seed) {
   Rng rng(seed);
   Tensor x = random_tensor(DType::F32, {R0, D}, rng);
@@ -662,6 +720,8 @@ std::vector<OpCase> op_cases(const std::string& op) {
       for (int D : {8, 67, 2048, 3000})
         for (int T : {1, 9})
           for (float offset : {0.0f, 1.0f}) cases.push_back(rms_norm_case(dt, T, D, offset, seed++));
+    // Per-head q/k norms: many short rows.
+    for (DType dt : kFloatTypes) cases.push_back(rms_norm_case(dt, 32, 128, 0.0f, seed++));
     for (DType out : {DType::BF16, DType::F16})
       for (int D : {67, 4096}) cases.push_back(rms_norm_case(out, 9, D, 0.0f, seed++, out));
   } else if (op == "add_rms_norm") {
@@ -776,6 +836,23 @@ std::vector<OpCase> op_cases(const std::string& op) {
   } else if (op == "scatter_add_rows") {
     for (auto [T, D, R] : {std::tuple{4, 64, 0}, {1, 64, 1}, {20, 67, 5}, {130, 2048, 130}})
       cases.push_back(scatter_add_rows_case(T, D, R, seed++));
+  } else if (op == "moe_route") {
+    cases.push_back(moe_route_case(1, 8, 2, true, false, seed++));
+    cases.push_back(moe_route_case(5, 128, 8, false, false, seed++));
+    cases.push_back(moe_route_case(3, 60, 4, true, true, seed++));
+    cases.push_back(moe_route_case(40, 256, 8, true, false, seed++));
+    cases.push_back(moe_route_case(2, 1000, 10, false, true, seed++));
+  } else if (op == "moe_experts") {
+    // One token (decode at batch 1); many pairs an expert (passes of 8 over each row); a
+    // Qwen3-MoE-like spread, 8 of 32 experts a token; I not a multiple of 8, and past 512 tokens
+    // (a GPU's host grouping).
+    cases.push_back(moe_experts_case(Glu::SwiGLU, DType::BF16, 1, 256, 64, 8, 2, seed++));
+    cases.push_back(moe_experts_case(Glu::SwiGLU, DType::F32, 3, 64, 40, 4, 2, seed++));
+    cases.push_back(moe_experts_case(Glu::GeGLU, DType::F16, 17, 512, 96, 16, 4, seed++));
+    cases.push_back(moe_experts_case(Glu::SwiGLU, DType::BF16, 40, 128, 64, 4, 2, seed++));
+    cases.push_back(moe_experts_case(Glu::SwiGLU, DType::BF16, 33, 512, 128, 32, 8, seed++));
+    cases.push_back(moe_experts_case(Glu::SwiGLU, DType::F32, 2, 64, 44, 4, 2, seed++));
+    cases.push_back(moe_experts_case(Glu::SwiGLU, DType::F32, 520, 64, 32, 8, 2, seed++));
   } else if (op == "sample_rows") {
     for (int shape : {0, 1, 2}) {
       cases.push_back(sample_rows_case(1, 128256, shape, seed++));
@@ -814,7 +891,7 @@ const std::vector<std::string>& op_names() {
   static const std::vector<std::string> names = {
       "embedding",     "rms_norm",    "add_rms_norm", "linear_add_rms_norm", "linear",          "rope", "store_kv",
       "rope_store_kv", "linear_rope_store_kv", "attention", "glu", "linear_glu", "softcap", "add", "gather_rows",
-      "scatter_add_rows", "argmax_rows",   "sample_rows", "edit_logits",  "logprobs"};
+      "scatter_add_rows", "moe_route", "moe_experts", "argmax_rows", "sample_rows", "edit_logits",  "logprobs"};
   return names;
 }
 

@@ -67,6 +67,9 @@ class RecordingCpu final : public Backend {
   void scatter_add_rows(const Tensor& x, const Tensor& r, const Tensor& w, Tensor& o) override {
     cpu_->scatter_add_rows(x, r, w, o);
   }
+  void moe_route(const Tensor& l, int k, bool r, Tensor& ids, Tensor& w) override { cpu_->moe_route(l, k, r, ids, w); }
+  // The experts' host grouping (Backend::moe_experts) is host code that a replay runs again.
+  bool moe_experts_recordable(const Experts&, int64_t) const override { return true; }
   void argmax_rows(const Tensor& x, Tensor& o) override { cpu_->argmax_rows(x, o); }
   void sample_rows(const Tensor& x, const std::vector<RowSampling>& r, Tensor& o) override { cpu_->sample_rows(x, r, o); }
   void edit_logits(Tensor& x, const std::vector<LogitEdit>& e) override { cpu_->edit_logits(x, e); }
@@ -99,8 +102,8 @@ struct Output {
 
 // Requests of different lengths that finish at different steps, so that the decode batch shrinks
 // through several padded sizes and crosses a context bucket (128); half of them sample (seeded).
-std::vector<Output> generate(Backend& be, bool enforce_eager, int64_t* replayed) {
-  LoadedModel m = load_model(fixtures_dir() / "models" / "llama", be);
+std::vector<Output> generate(Backend& be, bool enforce_eager, int64_t* replayed, const std::string& model = "llama") {
+  LoadedModel m = load_model(fixtures_dir() / "models" / model, be);
   const int V = m.model->vocab_size();
   EngineConfig ec;
   ec.num_blocks = 160;
@@ -141,6 +144,21 @@ TEST(Replay, RecordedDecodeStepsEqualStepsRunAsTheyCome) {
   EXPECT_GE(replays, 20);
   EXPECT_EQ(be.replays, replays);
   ASSERT_EQ(replayed.size(), eager.size());
+  for (size_t i = 0; i < eager.size(); ++i) {
+    EXPECT_EQ(replayed[i].tokens, eager[i].tokens) << "request " << i;
+    EXPECT_EQ(replayed[i].logprobs, eager[i].logprobs) << "request " << i;
+  }
+}
+
+// A mixture of experts: recorded where the backend runs its experts without waiting for the
+// device.
+TEST(Replay, RecordedStepsWithExpertsEqualStepsRunAsTheyCome) {
+  int64_t eager_replays = -1, replays = -1;
+  RecordingCpu eager_be, be;
+  const std::vector<Output> eager = generate(eager_be, /*enforce_eager=*/true, &eager_replays, "qwen3_moe");
+  const std::vector<Output> replayed = generate(be, /*enforce_eager=*/false, &replays, "qwen3_moe");
+  EXPECT_EQ(eager_replays, 0);
+  EXPECT_GE(replays, 20);
   for (size_t i = 0; i < eager.size(); ++i) {
     EXPECT_EQ(replayed[i].tokens, eager[i].tokens) << "request " << i;
     EXPECT_EQ(replayed[i].logprobs, eager[i].logprobs) << "request " << i;

@@ -118,6 +118,10 @@ class CpuBackend final : public Backend {
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override {
     cpu::ref::gather_rows(x, rows, out);
   }
+  // A few exps and a partial sort a token.
+  void moe_route(const Tensor& logits, int top_k, bool renormalize, Tensor& ids, Tensor& weights) override {
+    cpu::ref::moe_route(logits, top_k, renormalize, ids, weights);
+  }
   // The engine samples on the host on a CPU (engine/sampler: the same draw, faster); this is the
   // reference a device's sampler is tested against.
   void edit_logits(Tensor& x, const std::vector<LogitEdit>& edits) override { cpu::ref::edit_logits(x, edits); }

@@ -208,6 +208,33 @@ void scatter_add_rows(const Tensor& x, const Tensor& rows, const Tensor& weights
   }
 }
 
+void moe_route(const Tensor& logits, int top_k, bool renormalize, Tensor& ids, Tensor& weights) {
+  const int64_t E = logits.dim(-1), T = E ? logits.numel() / E : 0;
+  TESSERA_CHECK(logits.dtype() == DType::F32 && top_k >= 1 && top_k <= E && ids.dtype() == DType::I32 &&
+                    weights.dtype() == DType::F32 && ids.numel() == T * top_k && weights.numel() == T * top_k,
+                "moe_route: logits " + shape_str(logits.shape()) + ", top " + std::to_string(top_k) + ", ids " +
+                    shape_str(ids.shape()) + ", weights " + shape_str(weights.shape()));
+  std::vector<int32_t> order(static_cast<size_t>(E));
+  for (int64_t t = 0; t < T; ++t) {
+    const float* l = logits.data<float>() + t * E;
+    const float mx = *std::max_element(l, l + E);
+    float sum = 0.0f;
+    for (int64_t e = 0; e < E; ++e) sum += std::exp(l[e] - mx);
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + top_k, order.end(),
+                      [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+    int32_t* id = ids.data<int32_t>() + t * top_k;
+    float* w = weights.data<float>() + t * top_k;
+    float kept = 0.0f;
+    for (int j = 0; j < top_k; ++j) {
+      id[j] = order[size_t(j)];
+      kept += w[j] = std::exp(l[id[j]] - mx) / sum;
+    }
+    if (renormalize)
+      for (int j = 0; j < top_k; ++j) w[j] /= kept;
+  }
+}
+
 // The host sampler's draw (engine/sampler.cpp; its straightforward form, which
 // tests/engine/sampler_reference.h keeps) on the row as given, with its uniform u.
 int32_t sample_row(const float* x, int V, const RowSampling& p) {

@@ -24,6 +24,7 @@ void softcap(Tensor& x, float cap);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out);
 void scatter_add_rows(const Tensor& x, const Tensor& rows, const Tensor& weights, Tensor& out);
+void moe_route(const Tensor& logits, int top_k, bool renormalize, Tensor& ids, Tensor& weights);
 void sample_rows(const Tensor& x, const std::vector<RowSampling>& rows, Tensor& out);
 void edit_logits(Tensor& x, const std::vector<LogitEdit>& edits);
 void argmax_rows(const Tensor& x, Tensor& out);

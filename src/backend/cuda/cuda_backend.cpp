@@ -657,6 +657,68 @@ class CudaBackend final : public Backend {
     cuda::scatter_add_rows(ptr(x), ptr<int32_t>(rows), ptr(weights), rows.numel(), D, out.dim(0), ptr(out), stream_);
   }
 
+  void moe_route(const Tensor& logits, int top_k, bool renormalize, Tensor& ids, Tensor& weights) override {
+    require_f32(logits, "moe_route", "logits");
+    require_i32(ids, "moe_route", "ids");
+    require_f32(weights, "moe_route", "weights");
+    const int64_t E = logits.dim(-1), T = E ? logits.numel() / E : 0;
+    TESSERA_CHECK(top_k >= 1 && top_k <= E && top_k <= cuda::kMaxExpertsPerToken && ids.numel() == T * top_k &&
+                      weights.numel() == T * top_k,
+                  "moe_route: logits " + shape_str(logits.shape()) + ", top " + std::to_string(top_k) + " (at most " +
+                      std::to_string(cuda::kMaxExpertsPerToken) + "), ids " + shape_str(ids.shape()));
+    cuda::moe_route(ptr(logits), T, E, top_k, renormalize, ptr<int32_t>(ids), ptr(weights), stream_);
+  }
+
+  // Up to 512 tokens (decode batches and short prompts), with the experts stacked
+  // (upload_group): every chosen expert in one launch a product, no host round trip. Longer
+  // prompts group the tokens on the host (Backend::moe_experts), where each expert's rows then
+  // go through the products' tensor-core paths.
+  bool moe_experts_recordable(const Experts& e, int64_t tokens) const override {
+    constexpr int64_t kMaxTokens = 512;
+    const int64_t E = int64_t(e.gate.size());
+    if (!moe_on_device_ || tokens > kMaxTokens || E == 0 || E > cuda::kMaxExperts || e.up.size() != e.gate.size() ||
+        e.down.size() != e.gate.size())
+      return false;
+    const Tensor &g0 = e.gate[0], &d0 = e.down[0];
+    const DType dt = g0.dtype();
+    if (g0.ndim() != 2 || d0.ndim() != 2 || d0.dim(0) != g0.dim(1) || d0.dim(1) != g0.dim(0) ||
+        g0.dim(0) % 8 != 0 || g0.dim(1) % 8 != 0 || g0.device() != Device::CUDA || d0.device() != Device::CUDA ||
+        reinterpret_cast<uintptr_t>(g0.raw()) % 16 != 0 || reinterpret_cast<uintptr_t>(d0.raw()) % 16 != 0 ||
+        (dt != DType::BF16 && dt != DType::F16 && dt != DType::F32))
+      return false;
+    for (size_t i = 0; i < e.gate.size(); ++i)
+      if (e.gate[i].shape() != g0.shape() || e.down[i].shape() != d0.shape() || !follows(e.up[i], e.gate[i]) ||
+          e.up[i].dim(0) != g0.dim(0) ||
+          (i > 0 && (!follows(e.gate[i], e.up[i - 1]) || !follows(e.down[i], e.down[i - 1]))))
+        return false;
+    return d0.dtype() == dt;
+  }
+
+  void moe_experts(Glu act, const Tensor& h, const Tensor& ids, const Tensor& weights, const Experts& e,
+                   Tensor& x) override {
+    const int64_t T = h.dim(0);
+    if (!moe_experts_recordable(e, T)) return Backend::moe_experts(act, h, ids, weights, e, x);
+    require_f32(h, "moe_experts", "h");
+    require_f32(x, "moe_experts", "x");
+    require_i32(ids, "moe_experts", "ids");
+    require_f32(weights, "moe_experts", "weights");
+    const int64_t H = e.gate[0].dim(1), I = e.gate[0].dim(0), E = int64_t(e.gate.size());
+    const int64_t k = T ? ids.numel() / T : 0;
+    TESSERA_CHECK(h.ndim() == 2 && h.dim(1) == H && x.shape() == h.shape() && ids.numel() == T * k &&
+                      weights.numel() == T * k,
+                  "moe_experts: h " + shape_str(h.shape()) + ", x " + shape_str(x.shape()) + ", ids " +
+                      shape_str(ids.shape()) + ", weights " + shape_str(weights.shape()) + ", experts of " +
+                      shape_str(e.gate[0].shape()));
+    if (T == 0 || k == 0) return;
+    Tensor slots = empty(DType::I32, {std::min(E, T * k), 4}), place = empty(DType::I32, {T * k}),
+           pair_at = empty(DType::I32, {T * k}), mid = empty(DType::F32, {T * k, I}),
+           out = empty(DType::F32, {T * k, H});
+    const cuda::ExpertsArgs a{ptr(h), T, H, I, E, k, ptr<int32_t>(ids), ptr(weights), e.gate[0].raw(),
+                              e.down[0].raw(), ptr<int32_t>(slots), ptr<int32_t>(place), ptr<int32_t>(pair_at),
+                              ptr(mid), ptr(out), ptr(x)};
+    cuda::moe_experts(act, e.gate[0].dtype(), a, stream_);
+  }
+
  private:
   // Returns once the source has been read (see upload()).
   void copy_from_host(void* dst, const Tensor& host) {
@@ -720,6 +782,9 @@ class CudaBackend final : public Backend {
   std::shared_ptr<DeviceAllocator> alloc_;
   std::shared_ptr<DeviceAllocator> recording_alloc_;  // what ops allocate while recording
   bool recording_ = false;
+  // TESSERA_CUDA_MOE=0 groups every step's tokens by expert on the host, for side-by-side
+  // measurements.
+  const bool moe_on_device_ = !cuda::switched_off("TESSERA_CUDA_MOE");
   std::unique_ptr<cuda::Gemm> gemm_;
   StagedCopier staging_;
 };

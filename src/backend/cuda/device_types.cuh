@@ -61,6 +61,11 @@ __device__ __forceinline__ void load8(const T* p, float* f) {
   unpack8(__ldg(reinterpret_cast<const uint4*>(p)), p, f);
 }
 
+// w[0..8) · (a, b): 8 weights times 8 f32 activations, summed in order.
+__device__ __forceinline__ float dot8(const float* w, const float4& a, const float4& b) {
+  return w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
+}
+
 // p[0..8) = f[0..8) rounded to p's format (to nearest even); p is 16-byte aligned.
 __device__ __forceinline__ void store8(float* p, const float* f) {
   reinterpret_cast<float4*>(p)[0] = make_float4(f[0], f[1], f[2], f[3]);

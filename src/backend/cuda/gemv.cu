@@ -51,9 +51,7 @@ __device__ __forceinline__ void dot_rows(const float* __restrict__ x, int64_t ld
       const float4* xp = reinterpret_cast<const float4*>(x + t * ld + k);
       float4 a = xp[0], b = xp[1];
 #pragma unroll
-      for (int r = 0; r < kRows; ++r)
-        acc[r][t] += wf[r][0] * a.x + wf[r][1] * a.y + wf[r][2] * a.z + wf[r][3] * a.w + wf[r][4] * b.x +
-                     wf[r][5] * b.y + wf[r][6] * b.z + wf[r][7] * b.w;
+      for (int r = 0; r < kRows; ++r) acc[r][t] += dot8(wf[r], a, b);
     }
   };
 #pragma unroll

@@ -90,6 +90,27 @@ void gather_rows(const float* x, const int32_t* rows, int64_t R, int64_t D, int6
 // out[rows[r]] += weights[r] * x[r] (rows distinct; those out of range are skipped).
 void scatter_add_rows(const float* x, const int32_t* rows, const float* weights, int64_t R, int64_t D,
                       int64_t num_rows, float* out, cudaStream_t s);
+// A mixture of experts (moe.cu). moe_route: backend.h's, for top k up to kMaxExpertsPerToken and E
+// logits a token (E bytes of shared memory and 4 E more for the block).
+constexpr int kMaxExpertsPerToken = 64;
+void moe_route(const float* logits, int64_t T, int64_t E, int k, bool renormalize, int32_t* ids, float* weights,
+               cudaStream_t s);
+// moe_experts: x[T, H] += backend.h's moe_experts() of h [T, H] with the experts stacked: gate_up
+// [E, 2I, H] (each expert's gate rows, then its up rows), down [E, H, I], in the weights' dtype; H
+// and I multiples of 8, the pointers 16-byte aligned, E at most kMaxExperts. Scratch (16-byte
+// aligned): slots 4 min(E, T k), place and pair_at T k (i32), mid [T k, I] and out [T k, H] (f32).
+constexpr int64_t kMaxExperts = 4096;
+struct ExpertsArgs {
+  const float* h;
+  int64_t T, H, I, E, k;
+  const int32_t* ids;
+  const float* weights;
+  const void *gate_up, *down;
+  int32_t *slots, *place, *pair_at;
+  float *mid, *out, *x;
+};
+void moe_experts(Glu act, DType dt, const ExpertsArgs& a, cudaStream_t s);
+
 // Products of one input with several matrices (q/k/v, gate/up), numbered by rows one after
 // another: part p has rows_end[p] - rows_end[p - 1] rows of weights at w[p] and its output
 // [T, its rows] at out[p] (f32 for gemv(); the dtype of split_columns' x for it).
