@@ -842,11 +842,13 @@ std::vector<OpCase> op_cases(const std::string& op) {
     cases.push_back(moe_route_case(3, 60, 4, true, true, seed++));
     cases.push_back(moe_route_case(40, 256, 8, true, false, seed++));
     cases.push_back(moe_route_case(2, 1000, 10, false, true, seed++));
+    cases.push_back(moe_route_case(3, 100, 40, true, false, seed++));  // past one choice a lane
   } else if (op == "moe_experts") {
     // One token (decode at batch 1); many pairs an expert (passes of 8 over each row); a
     // Qwen3-MoE-like spread, 8 of 32 experts a token; I not a multiple of 8, and past 512 tokens
     // (a GPU's host grouping).
     cases.push_back(moe_experts_case(Glu::SwiGLU, DType::BF16, 1, 256, 64, 8, 2, seed++));
+    cases.push_back(moe_experts_case(Glu::GeGLU, DType::F32, 1, 128, 32, 4, 2, seed++));
     cases.push_back(moe_experts_case(Glu::SwiGLU, DType::F32, 3, 64, 40, 4, 2, seed++));
     cases.push_back(moe_experts_case(Glu::GeGLU, DType::F16, 17, 512, 96, 16, 4, seed++));
     cases.push_back(moe_experts_case(Glu::SwiGLU, DType::BF16, 40, 128, 64, 4, 2, seed++));
