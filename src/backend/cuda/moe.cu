@@ -10,8 +10,9 @@
 //    loads, f32 activations) multiplies them with the rows of up to 8 of the expert's pairs a
 //    pass, so an expert's weights are read from memory once however many tokens chose it;
 //  - combine: each token's k outputs, weighted, added to x in choice order, a thread a column.
-// Measured on the H200 (ncu, Qwen3-30B-A3B's shape, one token, µs a layer): a block a token for
-// the route took 9.1, a block a token for the combine 29.7 (a round trip to memory per column).
+// Measured on the H200 (ncu, Qwen3-30B-A3B's shape, one token, µs a layer): the combine took 29.7
+// as a block a token (a round trip to memory per column), 3.6 as a thread a column; the route 9.1
+// as a block a token, 8.7 as a warp.
 #include <algorithm>
 #include <cmath>
 
