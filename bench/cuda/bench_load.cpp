@@ -114,58 +114,47 @@ Checkpoint llama_8b() {
   return {decoder_tensors(4096, 14336, 32, 32, 8, 128, 128256, false, false), config, "tessera-bench-load-8b"};
 }
 
-// Qwen3-4B's shape (per-head q/k norms, tied embeddings): for bench_engine --model, to time a
-// qk-norm model's decode.
+// Qwen3's config fields (per-head q/k norms, its vocabulary and rope) for a shape's sizes.
+json qwen3_config(int hidden, int intermediate, int layers, int kv_heads, bool tied) {
+  return {{"architectures", {"Qwen3ForCausalLM"}},
+          {"model_type", "qwen3"},
+          {"hidden_size", hidden},
+          {"intermediate_size", intermediate},
+          {"num_hidden_layers", layers},
+          {"num_attention_heads", 32},
+          {"num_key_value_heads", kv_heads},
+          {"head_dim", 128},
+          {"vocab_size", 151936},
+          {"max_position_embeddings", 40960},
+          {"rms_norm_eps", 1e-6},
+          {"rope_theta", 1000000.0},
+          {"attention_bias", false},
+          {"tie_word_embeddings", tied},
+          {"torch_dtype", "bfloat16"},
+          {"bos_token_id", 151643},
+          {"eos_token_id", 151645},
+          {"hidden_act", "silu"}};
+}
+
+// Qwen3-4B's shape (tied embeddings): for bench_engine --model, to time a qk-norm model's decode.
 Checkpoint qwen3_4b() {
-  json config = {{"architectures", {"Qwen3ForCausalLM"}},
-                 {"model_type", "qwen3"},
-                 {"hidden_size", 2560},
-                 {"intermediate_size", 9728},
-                 {"num_hidden_layers", 36},
-                 {"num_attention_heads", 32},
-                 {"num_key_value_heads", 8},
-                 {"head_dim", 128},
-                 {"vocab_size", 151936},
-                 {"max_position_embeddings", 40960},
-                 {"rms_norm_eps", 1e-6},
-                 {"rope_theta", 1000000.0},
-                 {"attention_bias", false},
-                 {"tie_word_embeddings", true},
-                 {"torch_dtype", "bfloat16"},
-                 {"bos_token_id", 151643},
-                 {"eos_token_id", 151645},
-                 {"hidden_act", "silu"}};
-  return {decoder_tensors(2560, 9728, 36, 32, 8, 128, 151936, true, true), config, "tessera-bench-load-qwen3-4b"};
+  return {decoder_tensors(2560, 9728, 36, 32, 8, 128, 151936, true, true), qwen3_config(2560, 9728, 36, 8, true),
+          "tessera-bench-load-qwen3-4b"};
 }
 
 // Qwen3-30B-A3B's shape (128 experts of 768, 8 a token) with `layers` of its 48 layers: a mixture
 // of experts for bench_engine --model (the whole model's 61 GB would not fit the GPU machine's disk
 // beside the others).
 Checkpoint qwen3_30b_a3b(int layers) {
-  json config = {{"architectures", {"Qwen3MoeForCausalLM"}},
-                 {"model_type", "qwen3_moe"},
-                 {"hidden_size", 2048},
-                 {"intermediate_size", 6144},
-                 {"moe_intermediate_size", 768},
+  json config = qwen3_config(2048, 6144, layers, 4, false);
+  config["architectures"] = {"Qwen3MoeForCausalLM"};
+  config["model_type"] = "qwen3_moe";
+  config.update({{"moe_intermediate_size", 768},
                  {"num_experts", 128},
                  {"num_experts_per_tok", 8},
                  {"norm_topk_prob", true},
                  {"decoder_sparse_step", 1},
-                 {"mlp_only_layers", json::array()},
-                 {"num_hidden_layers", layers},
-                 {"num_attention_heads", 32},
-                 {"num_key_value_heads", 4},
-                 {"head_dim", 128},
-                 {"vocab_size", 151936},
-                 {"max_position_embeddings", 40960},
-                 {"rms_norm_eps", 1e-6},
-                 {"rope_theta", 1000000.0},
-                 {"attention_bias", false},
-                 {"tie_word_embeddings", false},
-                 {"torch_dtype", "bfloat16"},
-                 {"bos_token_id", 151643},
-                 {"eos_token_id", 151645},
-                 {"hidden_act", "silu"}};
+                 {"mlp_only_layers", json::array()}});
   return {decoder_tensors(2048, 768, layers, 32, 4, 128, 151936, true, false, 128), config,
           "tessera-bench-load-qwen3-30b-a3b-" + std::to_string(layers) + "l"};
 }

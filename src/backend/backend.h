@@ -101,8 +101,9 @@ inline void check_logprobs_shapes(const Tensor& x, const Tensor& rows, const Ten
 }
 
 // A mixture of experts' matrices, expert e's at index e: gate and up [I, H], down [H, I], all of
-// one dtype. Uploaded as two groups (every gate and up in turn, then every down: upload_group),
-// so that a backend may hold them as two stacked matrices and run all experts in one launch.
+// one dtype. Backend::upload_experts uploads them as two groups (every gate and up in turn, then
+// every down), so that a backend may hold them as two stacked matrices and run all experts in
+// one launch.
 struct Experts {
   std::vector<Tensor> gate, up, down;
 };
@@ -250,6 +251,19 @@ class Backend {
                                    float offset, Tensor& out) {
     linear(a, p.weight, p.bias, p.out);
     add_rms_norm(x, p.out, w, eps, offset, out);
+  }
+  // Uploads a mixture's experts in the layout of Experts: every gate and up in turn as one group,
+  // then every down as another.
+  Experts upload_experts(const std::vector<Tensor>& gate, const std::vector<Tensor>& up,
+                         const std::vector<Tensor>& down) {
+    TESSERA_CHECK(up.size() == gate.size() && down.size() == gate.size(), "upload_experts: unequal counts");
+    std::vector<Tensor> gate_up;
+    for (size_t e = 0; e < gate.size(); ++e) gate_up.push_back(gate[e]), gate_up.push_back(up[e]);
+    gate_up = upload_group(gate_up);
+    Experts ex;
+    for (size_t e = 0; e < gate.size(); ++e) ex.gate.push_back(gate_up[2 * e]), ex.up.push_back(gate_up[2 * e + 1]);
+    ex.down = upload_group(down);
+    return ex;
   }
   // A mixture of experts' routing: each token's top_k experts by its router logits [T, E] (f32),
   // into ids [T, top_k] (i32; the largest logit first, the lower expert on ties) and weights

@@ -151,7 +151,7 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
   // output product (linear_add_rms_norm).
   // The final norm's output feeds the LM head's few rows: f32 (see linear_input_dtype).
   Tensor normed = act == DType::F32 ? h : be_.empty(DType::F32, {T, H});
-  // The experts' input, gathered by rows: f32.
+  // The experts' input: f32 (Backend::moe_experts).
   Tensor moe_in = act == DType::F32 || opts_.moe.num_experts == 0 ? h : be_.empty(DType::F32, {T, H});
   const float eps = opts_.rms_norm_eps, off = opts_.norm_offset;
   be_.embedding(embed_tokens, fb.token_ids, embed_scale_, x);

@@ -9,20 +9,14 @@ MoeMlp::MoeMlp(const WeightStore& w, Backend& be, const std::string& prefix, con
   const std::string block = prefix + o.block + ".";
   router_ = be.upload(w.get(block + o.router + ".weight", {o.num_experts, H}));
   const int I = o.intermediate_size;
-  // Two groups (Experts): every expert's gate and up in turn, then every down.
-  std::vector<Tensor> gate_up, down;
+  std::vector<Tensor> gate, up, down;
   for (int e = 0; e < o.num_experts; ++e) {
     const std::string p = block + "experts." + std::to_string(e) + ".";
-    gate_up.push_back(w.get(p + o.projections[0] + ".weight", {I, H}));
-    gate_up.push_back(w.get(p + o.projections[1] + ".weight", {I, H}));
+    gate.push_back(w.get(p + o.projections[0] + ".weight", {I, H}));
+    up.push_back(w.get(p + o.projections[1] + ".weight", {I, H}));
     down.push_back(w.get(p + o.projections[2] + ".weight", {H, I}));
   }
-  gate_up = be.upload_group(gate_up);
-  experts_.down = be.upload_group(down);
-  for (size_t e = 0; e < size_t(o.num_experts); ++e) {
-    experts_.gate.push_back(gate_up[2 * e]);
-    experts_.up.push_back(gate_up[2 * e + 1]);
-  }
+  experts_ = be.upload_experts(gate, up, down);
 }
 
 void MoeMlp::add_to(const Tensor& h, Tensor& x) {

@@ -490,14 +490,15 @@ OpCase moe_route_case(int T, int E, int k, bool renormalize, bool ties, uint64_t
 }
 
 // T tokens each routed to k distinct experts of E (chosen at random, so that some experts get
-// many tokens and some none), weights in (0, 1); experts uploaded as nn::MoeMlp uploads them.
+// many tokens and some none), weights in (0, 1); experts uploaded as nn::MoeMlp uploads them
+// (Backend::upload_experts).
 OpCase moe_experts_case(Glu act, DType dt, int T, int H, int I, int E, int k, uint64_t seed) {
   Rng rng(seed);
   Tensor h = random_tensor(DType::F32, {T, H}, rng), x0 = random_tensor(DType::F32, {T, H}, rng);
-  std::vector<Tensor> gate_up, down;
+  std::vector<Tensor> gate, up, down;
   for (int e = 0; e < E; ++e) {
-    gate_up.push_back(random_tensor(dt, {I, H}, rng, 1.0f / std::sqrt(float(H))));
-    gate_up.push_back(random_tensor(dt, {I, H}, rng, 1.0f / std::sqrt(float(H))));
+    gate.push_back(random_tensor(dt, {I, H}, rng, 1.0f / std::sqrt(float(H))));
+    up.push_back(random_tensor(dt, {I, H}, rng, 1.0f / std::sqrt(float(H))));
     down.push_back(random_tensor(dt, {H, I}, rng, 1.0f / std::sqrt(float(I))));
   }
   std::vector<int32_t> ids;
@@ -514,10 +515,7 @@ OpCase moe_experts_case(Glu act, DType dt, int T, int H, int I, int E, int k, ui
                      " H=" + std::to_string(H) + " I=" + std::to_string(I) + " E=" + std::to_string(E) +
                      " k=" + std::to_string(k);
   return {name, "moe_experts", dt, kReduction, [=](Backend& be) {
-            Experts ex;
-            std::vector<Tensor> gu = be.upload_group(gate_up);
-            for (size_t e = 0; e < size_t(E); ++e) ex.gate.push_back(gu[2 * e]), ex.up.push_back(gu[2 * e + 1]);
-            ex.down = be.upload_group(down);
+            const Experts ex = be.upload_experts(gate, up, down);
             Tensor fresh = Tensor::empty(DType::F32, {T, H});  // upload may return the host tensor
             std::copy(x0.data<float>(), x0.data<float>() + x0.numel(), fresh.data<float>());
             Tensor x = upload(be, fresh);

@@ -42,8 +42,6 @@ double cuda_limit(const OpCase& c) {
   if (c.op == "rope") return 1e-10;
   if (c.op == "rope_store_kv") return std::max(c.max_nmse, 1e-10);
   if (c.op == "glu" || c.op == "softcap") return std::max(c.max_nmse, 1e-11);
-  // Past its on-device form (512 tokens) the experts' rows go through linear_glu and linear.
-  if (c.op == "moe_experts" && c.dtype == DType::F32) return 1e-9;
   return c.max_nmse;
 }
 
