@@ -115,12 +115,16 @@ run() {
   "$bin/bench_load" --shape qwen3-4b --write-only 2>&1 | tee "$log_dir/bench_load_qwen3.log" || status=1
   "$bin/bench_engine" --model "$(checkpoint_in "$log_dir/bench_load_qwen3.log" /tmp/tessera-bench-load-qwen3-4b)" \
     --batches 1,8,32 --gen 64 >"$log_dir/bench_engine_qwen3.log" 2>&1 || status=1
-  # A mixture of experts' decode (Qwen3-30B-A3B shape, 12 of its 48 layers, 16 GB written once):
-  # routing and experts on the GPU, then (TESSERA_CUDA_MOE=0) grouped on the host for comparison.
+  # A mixture of experts (Qwen3-30B-A3B shape, 12 of its 48 layers, 16 GB written once): routing
+  # and experts on the GPU, then for comparison the GEMV form alone (TESSERA_CUDA_MOE_TILES=0: no
+  # tensor-core tiles, prompts past 512 tokens grouped on the host) and the host grouping for all
+  # (TESSERA_CUDA_MOE=0).
   local moe
   "$bin/bench_load" --shape qwen3-30b-a3b --write-only 2>&1 | tee "$log_dir/bench_load_moe.log" || status=1
   moe=$(checkpoint_in "$log_dir/bench_load_moe.log" /tmp/tessera-bench-load-qwen3-30b-a3b-12l)
   "$bin/bench_engine" --model "$moe" --batches 1,8,32,64,128 --gen 64 >"$log_dir/bench_engine_moe.log" 2>&1 || status=1
+  TESSERA_CUDA_MOE_TILES=0 "$bin/bench_engine" --model "$moe" --batches 32,128 --gen 64 \
+    >"$log_dir/bench_engine_moe_rows.log" 2>&1 || status=1
   TESSERA_CUDA_MOE=0 "$bin/bench_engine" --model "$moe" --batches 1,32 --gen 16 \
     >"$log_dir/bench_engine_moe_host.log" 2>&1 || status=1
   echo "== summary"
@@ -134,8 +138,11 @@ run() {
   sed -n '/^batch/,$p' "$log_dir/bench_engine.log"
   echo "Qwen3-4B shape (bench_engine --batches 1,8,32 --gen 64):"
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_qwen3.log"
-  echo "Qwen3-30B-A3B shape, 12 layers (bench_engine --batches 1,8,32,64,128 --gen 64; then grouped on the host):"
+  echo "Qwen3-30B-A3B shape, 12 layers (bench_engine --batches 1,8,32,64,128 --gen 64; then the GEMV form alone; then grouped on the host):"
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_moe.log" | head -n 6
+  grep -h '^scoring' "$log_dir/bench_engine_moe.log"
+  awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_moe_rows.log" | head -n 3
+  grep -h '^scoring' "$log_dir/bench_engine_moe_rows.log"
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_moe_host.log" | head -n 3
   return $status
 }

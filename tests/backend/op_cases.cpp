@@ -844,7 +844,9 @@ std::vector<OpCase> op_cases(const std::string& op) {
   } else if (op == "moe_experts") {
     // One token (decode at batch 1); many pairs an expert (passes of 8 over each row); a
     // Qwen3-MoE-like spread, 8 of 32 experts a token; I not a multiple of 8, and past 512 tokens
-    // (a GPU's host grouping).
+    // (a GPU's host grouping). With H and I multiples of 64, 16-bit experts from 8 tokens run in
+    // Hopper's tensor-core tiles (the two bf16 cases of 33 and 40 tokens above, and): rows past a
+    // tile's last (H = 320), several tiles an expert, past 512 tokens.
     cases.push_back(moe_experts_case(Glu::SwiGLU, DType::BF16, 1, 256, 64, 8, 2, seed++));
     cases.push_back(moe_experts_case(Glu::GeGLU, DType::F32, 1, 128, 32, 4, 2, seed++));
     cases.push_back(moe_experts_case(Glu::SwiGLU, DType::F32, 3, 64, 40, 4, 2, seed++));
@@ -853,6 +855,9 @@ std::vector<OpCase> op_cases(const std::string& op) {
     cases.push_back(moe_experts_case(Glu::SwiGLU, DType::BF16, 33, 512, 128, 32, 8, seed++));
     cases.push_back(moe_experts_case(Glu::SwiGLU, DType::F32, 2, 64, 44, 4, 2, seed++));
     cases.push_back(moe_experts_case(Glu::SwiGLU, DType::F32, 520, 64, 32, 8, 2, seed++));
+    cases.push_back(moe_experts_case(Glu::SwiGLU, DType::BF16, 80, 320, 192, 8, 2, seed++));
+    cases.push_back(moe_experts_case(Glu::GeGLU, DType::F16, 600, 256, 128, 16, 4, seed++));
+    cases.push_back(moe_experts_case(Glu::SwiGLU, DType::BF16, 1030, 128, 64, 64, 8, seed++));
   } else if (op == "sample_rows") {
     for (int shape : {0, 1, 2}) {
       cases.push_back(sample_rows_case(1, 128256, shape, seed++));

@@ -669,14 +669,15 @@ class CudaBackend final : public Backend {
     cuda::moe_route(ptr(logits), T, E, top_k, renormalize, ptr<int32_t>(ids), ptr(weights), stream_);
   }
 
-  // Up to 512 tokens (decode batches and short prompts), with the experts stacked
-  // (upload_group): every chosen expert in one launch a product, no host round trip. Longer
-  // prompts group the tokens on the host (Backend::moe_experts), where each expert's rows then
-  // go through the products' tensor-core paths.
+  // With the experts stacked (upload_experts): every chosen expert in one launch a product, no
+  // host round trip. The GEMV form takes up to 512 tokens (decode batches and short prompts); on
+  // Hopper, 16-bit experts' products from kExpertTilesMinTokens on run on the tensor cores
+  // (moe_tiles.cu), for prompts of any length. Elsewhere longer prompts group the tokens on the
+  // host (Backend::moe_experts), where each expert's rows go through the products' paths.
   bool moe_experts_recordable(const Experts& e, int64_t tokens) const override {
-    constexpr int64_t kMaxTokens = 512;
+    constexpr int64_t kMaxRowsTokens = 512;
     const int64_t E = int64_t(e.gate.size());
-    if (!moe_on_device_ || tokens > kMaxTokens || E == 0 || E > cuda::kMaxExperts || e.up.size() != e.gate.size() ||
+    if (!moe_on_device_ || E == 0 || E > cuda::kMaxExperts || e.up.size() != e.gate.size() ||
         e.down.size() != e.gate.size())
       return false;
     const Tensor &g0 = e.gate[0], &d0 = e.down[0];
@@ -691,7 +692,7 @@ class CudaBackend final : public Backend {
           e.up[i].dim(0) != g0.dim(0) ||
           (i > 0 && (!follows(e.gate[i], e.up[i - 1]) || !follows(e.down[i], e.down[i - 1]))))
         return false;
-    return d0.dtype() == dt;
+    return d0.dtype() == dt && (tokens <= kMaxRowsTokens || cuda::expert_tiles_apply(dt, tokens, g0.dim(1), g0.dim(0)));
   }
 
   void moe_experts(Glu act, const Tensor& h, const Tensor& ids, const Tensor& weights, const Experts& e,
@@ -710,13 +711,20 @@ class CudaBackend final : public Backend {
                       shape_str(ids.shape()) + ", weights " + shape_str(weights.shape()) + ", experts of " +
                       shape_str(e.gate[0].shape()));
     if (T == 0 || k == 0) return;
+    const DType dt = e.gate[0].dtype();
+    const bool tiled = cuda::expert_tiles_apply(dt, T, H, I);
     Tensor slots = empty(DType::I32, {std::min(E, T * k), 4}), place = empty(DType::I32, {T * k}),
-           pair_at = empty(DType::I32, {T * k}), mid = empty(DType::F32, {T * k, I}),
+           pair_at = empty(DType::I32, {T * k}), mid = empty(tiled ? dt : DType::F32, {T * k, I}),
            out = empty(DType::F32, {T * k, H});
-    const cuda::ExpertsArgs a{ptr(h), T, H, I, E, k, ptr<int32_t>(ids), ptr(weights), e.gate[0].raw(),
-                              e.down[0].raw(), ptr<int32_t>(slots), ptr<int32_t>(place), ptr<int32_t>(pair_at),
-                              ptr(mid), ptr(out), ptr(x)};
-    cuda::moe_experts(act, e.gate[0].dtype(), a, stream_);
+    cuda::ExpertsArgs a{ptr(h), T, H, I, E, k, ptr<int32_t>(ids), ptr(weights), e.gate[0].raw(),
+                        e.down[0].raw(), ptr<int32_t>(slots), ptr<int32_t>(place), ptr<int32_t>(pair_at),
+                        mid.raw(), ptr(out), ptr(x)};
+    Tensor tiles, x16;
+    if (tiled) {
+      tiles = empty(DType::I32, {cuda::expert_tiles_max(T * k, E), 4}), x16 = empty(dt, {T * k, H});
+      a.tiles = ptr<int32_t>(tiles), a.x16 = x16.raw();
+    }
+    cuda::moe_experts(act, dt, a, stream_);
   }
 
  private:

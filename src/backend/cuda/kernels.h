@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -99,6 +100,9 @@ void moe_route(const float* logits, int64_t T, int64_t E, int k, bool renormaliz
 // [E, 2I, H] (each expert's gate rows, then its up rows), down [E, H, I], in the weights' dtype; H
 // and I multiples of 8, the pointers 16-byte aligned, E at most kMaxExperts. Scratch (16-byte
 // aligned): slots 4 min(E, T k), place and pair_at T k (i32), mid [T k, I] and out [T k, H] (f32).
+// With tiles (where expert_tiles_apply(), T at least kExpertTilesMinTokens): the products run on
+// the tensor cores (moe_tiles.cu), with tiles 4 expert_tiles_max(T k, E) (i32), x16 [T k, H] and
+// mid [T k, I] in the weights' dtype.
 constexpr int64_t kMaxExperts = 4096;
 struct ExpertsArgs {
   const float* h;
@@ -107,9 +111,25 @@ struct ExpertsArgs {
   const float* weights;
   const void *gate_up, *down;
   int32_t *slots, *place, *pair_at;
-  float *mid, *out, *x;
+  void* mid;
+  float *out, *x;
+  int32_t* tiles = nullptr;
+  void* x16 = nullptr;
 };
 void moe_experts(Glu act, DType dt, const ExpertsArgs& a, cudaStream_t s);
+// The experts' products on Hopper's tensor cores (moe_tiles.cu): each chosen expert's pairs in
+// tiles of kExpertTileTokens, each tile's rows a 16-bit copy of its tokens' h.
+constexpr int kExpertTileTokens = 64;
+constexpr int64_t kExpertTilesMinTokens = 8;
+bool expert_tiles_apply(DType dt, int64_t T, int64_t H, int64_t I);
+// Tiles the grouping may list for P pairs over E experts: one a kExpertTileTokens pairs, and one
+// more for each chosen expert's last, partly filled tile.
+inline int64_t expert_tiles_max(int64_t P, int64_t E) {
+  return (P + kExpertTileTokens - 1) / kExpertTileTokens + std::min(E, P);
+}
+// After the grouping: x16[place] = h[token of the pair at place], mid = act(gate) * up and
+// out = mid · downᵀ, per tile.
+void expert_tiles(Glu act, DType dt, const ExpertsArgs& a, cudaStream_t s);
 
 // Products of one input with several matrices (q/k/v, gate/up), numbered by rows one after
 // another: part p has rows_end[p] - rows_end[p - 1] rows of weights at w[p] and its output

@@ -9,6 +9,7 @@
 //  - gate/up, then down: per chosen expert, a warp per weight row or two (gemv.cu's form: 16-byte
 //    loads, f32 activations) multiplies them with the rows of up to 8 of the expert's pairs a
 //    pass, so an expert's weights are read from memory once however many tokens chose it;
+//    with 16-bit experts from 8 tokens on Hopper, moe_tiles.cu's tensor-core tiles instead;
 //  - combine: each token's k outputs, weighted, added to x in choice order, a thread a column.
 // Measured on the H200 (ncu, Qwen3-30B-A3B's shape, one token, µs a layer): the combine took 29.7
 // as a block a token (a round trip to memory per column), 3.6 as a thread a column; the route 9.1
@@ -88,46 +89,56 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
 
 // Where the grouping leaves its results: slot s < n (n experts chosen) holds the s-th chosen
 // expert e (ascending) and its places [begin, end); the slots past n hold e = -1.
+// With tiles, each chosen expert's places also in tiles of up to tile_tokens: (e, begin, end, 0),
+// the tiles past the last holding e = -1.
 struct Groups {
   int4* slots;       // [num_slots = min(E, P)]: (e, begin, end, 0)
   int32_t* place;    // [P]: pair p's row in the products' outputs (-1: an id out of range)
-  int32_t* pair_at;  // [P]: the pair at each place
+  int32_t* pair_at;  // [P]: the pair at each place (-1 for the places past the last)
   int num_slots;
+  int4* tiles = nullptr;  // [num_tiles]
+  int num_tiles = 0, tile_tokens = 1;
 };
 
 // One block over the P = T k pairs of ids.
 __global__ void __launch_bounds__(kGroupThreads) group_kernel(const int32_t* __restrict__ ids, int P, int E, Groups g) {
   extern __shared__ int start[];  // E: each expert's first place, then its next free one
   int* count = start + E;         // E
-  __shared__ int chosen_total;
+  __shared__ int chosen_total, tiles_total;
   wait_for_previous();
   allow_next();
-  const int tid = threadIdx.x, lane = tid % 32;
+  const int tid = threadIdx.x, lane = tid % 32, tt = g.tile_tokens;
   for (int e = tid; e < E; e += blockDim.x) count[e] = 0;
+  for (int p = tid; p < P; p += blockDim.x) g.pair_at[p] = -1;
   __syncthreads();
   for (int p = tid; p < P; p += blockDim.x)
     if (ids[p] >= 0 && ids[p] < E) atomicAdd(&count[ids[p]], 1);
   __syncthreads();
   if (tid < 32) {  // a scan over 32 contiguous ranges of experts
     const int per = (E + 31) / 32, lo = min(E, lane * per), hi = min(E, lo + per);
-    int pairs = 0, chosen = 0;
-    for (int e = lo; e < hi; ++e) pairs += count[e], chosen += count[e] > 0;
-    int pairs_before = pairs, chosen_before = chosen;  // inclusive, then exclusive
+    int pairs = 0, chosen = 0, tiles = 0;
+    for (int e = lo; e < hi; ++e) pairs += count[e], chosen += count[e] > 0, tiles += (count[e] + tt - 1) / tt;
+    int pairs_before = pairs, chosen_before = chosen, tiles_before = tiles;  // inclusive, then exclusive
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
-      const int a = __shfl_up_sync(0xffffffffu, pairs_before, o), b = __shfl_up_sync(0xffffffffu, chosen_before, o);
-      if (lane >= o) pairs_before += a, chosen_before += b;
+      const int a = __shfl_up_sync(0xffffffffu, pairs_before, o), b = __shfl_up_sync(0xffffffffu, chosen_before, o),
+                c = __shfl_up_sync(0xffffffffu, tiles_before, o);
+      if (lane >= o) pairs_before += a, chosen_before += b, tiles_before += c;
     }
-    if (lane == 31) chosen_total = chosen_before;
-    pairs_before -= pairs, chosen_before -= chosen;
+    if (lane == 31) chosen_total = chosen_before, tiles_total = tiles_before;
+    pairs_before -= pairs, chosen_before -= chosen, tiles_before -= tiles;
     for (int e = lo; e < hi; ++e) {
       start[e] = pairs_before;
       if (count[e] > 0) g.slots[chosen_before++] = make_int4(e, pairs_before, pairs_before + count[e], 0);
+      if (g.tiles)
+        for (int b = pairs_before; b < pairs_before + count[e]; b += tt)
+          g.tiles[tiles_before++] = make_int4(e, b, min(b + tt, pairs_before + count[e]), 0);
       pairs_before += count[e];
     }
   }
   __syncthreads();
   for (int s = chosen_total + tid; s < g.num_slots; s += blockDim.x) g.slots[s] = make_int4(-1, 0, 0, 0);
+  for (int s = tiles_total + tid; s < g.num_tiles; s += blockDim.x) g.tiles[s] = make_int4(-1, 0, 0, 0);
   for (int p = tid; p < P; p += blockDim.x) {
     const int e = ids[p];
     const int at = e >= 0 && e < E ? atomicAdd(&start[e], 1) : -1;
@@ -230,34 +241,42 @@ __global__ void combine_kernel(const float* __restrict__ y, const int32_t* __res
 // expert's rows are 1.5 KB, and two a warp keep more bytes in flight for each warp's start.
 constexpr int kDownRows = 2;
 
+// The GEMV-form products, after the grouping.
 template <class W, int kPairs>
-void launch_experts(Glu act, const ExpertsArgs& a, cudaStream_t s) {
-  const int64_t P = a.T * a.k;
-  const int num_slots = int(std::min<int64_t>(a.E, P));
-  const Groups g{reinterpret_cast<int4*>(a.slots), a.place, a.pair_at, num_slots};
-  launch_dependent(group_kernel, dim3(1), dim3(kGroupThreads), size_t(2 * a.E) * sizeof(int), s, a.ids, int(P),
-                   int(a.E), g);
+void launch_rows(Glu act, const ExpertsArgs& a, const Groups& g, cudaStream_t s) {
+  const int num_slots = g.num_slots;
   const W* gate_up = static_cast<const W*>(a.gate_up);
   const dim3 block(kWarps * 32), mid_grid(unsigned(num_slots), unsigned((a.I + kWarps - 1) / kWarps));
   const dim3 out_grid(unsigned(num_slots), unsigned((a.H / kDownRows + kWarps - 1) / kWarps));
   const int4* slots = g.slots;
+  float* mid = static_cast<float*>(a.mid);
   if (act == Glu::GeGLU)
     launch_dependent(expert_rows_kernel<W, true, true, 1, kPairs>, mid_grid, block, 0, s, a.h, gate_up, a.I, a.H,
-                     int(a.k), slots, g.pair_at, a.mid);
+                     int(a.k), slots, g.pair_at, mid);
   else
     launch_dependent(expert_rows_kernel<W, true, false, 1, kPairs>, mid_grid, block, 0, s, a.h, gate_up, a.I, a.H,
-                     int(a.k), slots, g.pair_at, a.mid);
-  launch_dependent(expert_rows_kernel<W, false, false, kDownRows, kPairs>, out_grid, block, 0, s, a.mid,
+                     int(a.k), slots, g.pair_at, mid);
+  launch_dependent(expert_rows_kernel<W, false, false, kDownRows, kPairs>, out_grid, block, 0, s, mid,
                    static_cast<const W*>(a.down), a.H, a.I, int(a.k), slots, g.pair_at, a.out);
-  const int threads = 256;
-  launch_dependent(combine_kernel, dim3(unsigned((a.H + threads - 1) / threads), unsigned(a.T)), dim3(threads), 0, s,
-                   a.out, g.place, a.weights, int(a.k), a.H, a.x);
 }
 
 template <class W>
-void launch_experts(Glu act, const ExpertsArgs& a, cudaStream_t s) {
-  if (a.T == 1) launch_experts<W, 1>(act, a, s);
-  else launch_experts<W, 8>(act, a, s);
+void launch_experts(Glu act, DType dt, const ExpertsArgs& a, cudaStream_t s) {
+  const int64_t P = a.T * a.k;
+  Groups g{reinterpret_cast<int4*>(a.slots), a.place, a.pair_at, int(std::min<int64_t>(a.E, P))};
+  if (a.tiles) {
+    g.tiles = reinterpret_cast<int4*>(a.tiles);
+    g.num_tiles = int(expert_tiles_max(P, a.E));
+    g.tile_tokens = kExpertTileTokens;
+  }
+  launch_dependent(group_kernel, dim3(1), dim3(kGroupThreads), size_t(2 * a.E) * sizeof(int), s, a.ids, int(P),
+                   int(a.E), g);
+  if (a.tiles) expert_tiles(act, dt, a, s);
+  else if (a.T == 1) launch_rows<W, 1>(act, a, g, s);
+  else launch_rows<W, 8>(act, a, g, s);
+  const int threads = 256;
+  launch_dependent(combine_kernel, dim3(unsigned((a.H + threads - 1) / threads), unsigned(a.T)), dim3(threads), 0, s,
+                   a.out, g.place, a.weights, int(a.k), a.H, a.x);
 }
 
 }  // namespace
@@ -276,9 +295,9 @@ void moe_route(const float* logits, int64_t T, int64_t E, int k, bool renormaliz
 
 void moe_experts(Glu act, DType dt, const ExpertsArgs& a, cudaStream_t s) {
   if (a.T == 0) return;
-  if (dt == DType::BF16) launch_experts<__nv_bfloat16>(act, a, s);
-  else if (dt == DType::F16) launch_experts<__half>(act, a, s);
-  else launch_experts<float>(act, a, s);
+  if (dt == DType::BF16) launch_experts<__nv_bfloat16>(act, dt, a, s);
+  else if (dt == DType::F16) launch_experts<__half>(act, dt, a, s);
+  else launch_experts<float>(act, dt, a, s);
   check_launch("moe_experts");
 }
 
