@@ -131,6 +131,28 @@ void Grammar::finish() {
     elements_.push_back({Kind::End, 0});
     choices_.push_back(table);
   }
+  // Byte classes: the partition of the bytes refined by each set and each Choice table (the
+  // only ways the matcher looks at a byte), classes numbered by their first byte.
+  classes_.fill(0);
+  for (const ByteSet& set : sets_) {
+    std::array<int, 512> next;  // (class, in the set) -> new class
+    next.fill(-1);
+    int n = 0;
+    for (unsigned b = 0; b < 256; ++b) {
+      int& c = next[size_t(classes_[b]) * 2 + set.test(b)];
+      if (c < 0) c = n++;
+      classes_[b] = uint8_t(c);
+    }
+  }
+  for (const auto& table : choices_) {
+    std::vector<std::pair<std::pair<uint8_t, uint32_t>, uint8_t>> next;  // (class, alternative) -> new class
+    for (unsigned b = 0; b < 256; ++b) {
+      const std::pair<uint8_t, uint32_t> k{classes_[b], table[b]};
+      auto it = std::find_if(next.begin(), next.end(), [&](const auto& e) { return e.first == k; });
+      if (it == next.end()) it = next.insert(next.end(), {k, uint8_t(next.size())});
+      classes_[b] = it->second;
+    }
+  }
   rules_.clear();
   finished_ = true;
 }
@@ -292,25 +314,38 @@ bool Matcher::accepts(std::string_view bytes) const {
   return w.read(bytes).has_value();
 }
 
-std::string Matcher::state_key() const {
+namespace {
+
+// The stacks with tops heads[first, last), position by position, sorted; and whether complete.
+std::string stacks_key(const std::vector<Node>& nodes, const std::vector<int32_t>& heads, uint32_t first,
+                       uint32_t last, bool complete) {
   std::vector<std::string> stacks;
-  for (int32_t h : heads_) {
+  for (uint32_t i = first; i < last; ++i) {
     std::string k;
-    for (int32_t n = h; n >= 0; n = nodes_[size_t(n)].below) k.append(reinterpret_cast<const char*>(&nodes_[size_t(n)].pos), 4);
+    for (int32_t n = heads[i]; n >= 0; n = nodes[size_t(n)].below)
+      k.append(reinterpret_cast<const char*>(&nodes[size_t(n)].pos), 4);
     stacks.push_back(std::move(k));
   }
   std::sort(stacks.begin(), stacks.end());
-  std::string key(1, complete_ ? 'c' : 'o');
+  std::string key(1, complete ? 'c' : 'o');
   for (const auto& k : stacks) key += std::to_string(k.size()) + ":" + k;
   return key;
 }
+
+}  // namespace
+
+std::string Matcher::state_key() const { return stacks_key(nodes_, heads_, 0, uint32_t(heads_.size()), complete_); }
 
 Matcher::Walk::Walk(const Matcher& m) : g_(*m.g_), nodes_(m.nodes_), heads_(m.heads_) {
   start_ = {0, uint32_t(heads_.size()), m.complete_};
 }
 
-std::optional<Matcher::Cursor> Matcher::Walk::read(std::string_view bytes) {
-  Cursor c = start_;
+std::string Matcher::Walk::state_key(const Cursor& c) const {
+  return stacks_key(nodes_, heads_, c.first, c.last, c.complete);
+}
+
+std::optional<Matcher::Cursor> Matcher::Walk::read(const Cursor& from, std::string_view bytes) {
+  Cursor c = from;
   for (char ch : bytes) {
     if (c.first == c.last) return std::nullopt;
     c = step(c, uint8_t(ch));

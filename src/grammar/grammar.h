@@ -77,6 +77,9 @@ class Grammar {
   // Where the alternative of Choice table c that starts with byte b begins (at that byte's
   // element), or kNoAlternative.
   uint32_t choose(uint32_t c, uint8_t b) const { return choices_[c][b]; }
+  // Bytes the grammar cannot tell apart (in every set, or in none; the same alternative in every
+  // Choice) share a class: texts of the same classes, byte for byte, read alike.
+  uint8_t byte_class(uint8_t b) const { return classes_[b]; }
 
  private:
   std::vector<std::vector<std::vector<Symbol>>> rules_;
@@ -85,6 +88,7 @@ class Grammar {
   std::vector<std::vector<uint32_t>> starts_;  // per rule, where each alternative begins
   std::vector<uint32_t> choice_pos_;            // per rule
   std::vector<std::array<uint32_t, 256>> choices_;
+  std::array<uint8_t, 256> classes_{};
   int root_ = -1;
   bool finished_ = false;
 };
@@ -116,6 +120,7 @@ class Matcher {
   bool can_continue() const { return !heads_.empty(); }
   // The ways the text so far can be read (stacks).
   size_t num_heads() const { return heads_.size(); }
+  const Grammar& grammar() const { return *g_; }
   // Equal for matchers in the same state (the same stacks, position for position), whatever
   // text led there: inside a string or a number each token leaves the state as it was.
   std::string state_key() const;
@@ -133,8 +138,11 @@ class Matcher {
     explicit Walk(const Matcher& m);
     Cursor start() const { return start_; }
     Cursor step(const Cursor& c, uint8_t byte);
-    // The cursor after `bytes` from the start; none when they leave the grammar.
-    std::optional<Cursor> read(std::string_view bytes);
+    // The cursor after `bytes` from c (or the start); none when they leave the grammar.
+    std::optional<Cursor> read(const Cursor& c, std::string_view bytes);
+    std::optional<Cursor> read(std::string_view bytes) { return read(start_, bytes); }
+    // Matcher::state_key() of a matcher standing at c.
+    std::string state_key(const Cursor& c) const;
     std::pair<size_t, size_t> mark() const { return {nodes_.size(), heads_.size()}; }
     void rewind(std::pair<size_t, size_t> m) { nodes_.resize(m.first), heads_.resize(m.second); }
 

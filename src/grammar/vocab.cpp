@@ -72,6 +72,12 @@ Vocab::Vocab(std::vector<std::string> token_bytes)
       plain_(ids_where(bytes_, plain_text)),
       all_(bytes_, ids_where(bytes_, [](const std::string&) { return true; })),
       rest_(bytes_, ids_where(bytes_, [](const std::string& b) { return !plain_text(b); })) {
+  auto chars = [&](int32_t id) {
+    const std::string& b = bytes_[size_t(id)];
+    return int(std::count_if(b.begin(), b.end(), [](char ch) { return (uint8_t(ch) & 0xC0) != 0x80; }));
+  };
+  std::stable_sort(plain_.begin(), plain_.end(), [&](int32_t a, int32_t b) { return chars(a) < chars(b); });
+  for (int32_t id : plain_) plain_chars_.push_back(chars(id));
   auto add = [&](std::initializer_list<unsigned> b) {
     std::string s;
     for (unsigned x : b) s += char(x);
@@ -95,14 +101,34 @@ Vocab::Vocab(std::vector<std::string> token_bytes)
   }
 }
 
-bool Vocab::in_free_text(const Matcher& m) const {
-  if (m.num_heads() > 16) return false;  // free text is read in a few ways; probing more costs
-  const std::string key = m.state_key();
-  for (const auto& p : probes_) {
-    Matcher after = m;
-    if (!after.advance(p) || after.state_key() != key) return false;
+int Vocab::text_run(Matcher::Walk& w, Matcher::Cursor c, const Grammar& g) const {
+  // The probes g reads differently: one of each sequence of byte classes.
+  std::vector<const std::string*> probes;
+  std::vector<uint64_t> seen;
+  for (const std::string& p : probes_) {
+    uint64_t form = p.size();  // up to 4 bytes: 40 bits
+    for (char ch : p) form = form * 256 + g.byte_class(uint8_t(ch));
+    if (std::find(seen.begin(), seen.end(), form) == seen.end()) seen.push_back(form), probes.push_back(&p);
   }
-  return true;
+  std::string key = w.state_key(c);
+  for (int k = 0; k < plain_chars_.back(); ++k) {  // c: after k characters
+    bool read = false;
+    std::string next_key;
+    for (size_t i = 0; i < probes.size(); ++i) {
+      const auto mark = w.mark();
+      const std::optional<Matcher::Cursor> after = w.read(c, *probes[i]);
+      if (after && after->last - after->first > kMaxTextHeads) return -1;
+      std::string after_key = after ? w.state_key(*after) : std::string();
+      w.rewind(mark);
+      if (i == 0) read = after.has_value(), next_key = std::move(after_key);
+      else if (after.has_value() != read || after_key != next_key) return -1;
+    }
+    if (!read) return k;  // no character follows: a count's end
+    if (next_key == key) return kUnbounded;
+    c = *w.read(c, *probes.front());  // kept in the walk's arena
+    key = std::move(next_key);
+  }
+  return kUnbounded;
 }
 
 void Vocab::allowed(const Matcher& m, std::vector<uint8_t>& out) const {
@@ -110,9 +136,11 @@ void Vocab::allowed(const Matcher& m, std::vector<uint8_t>& out) const {
   Matcher::Walk w(m);
   const Matcher::Cursor start = w.start();
   if (start.first == start.last) return;
-  // In free text every plain token is allowed, and only the others need the walk.
-  if (!plain_.empty() && in_free_text(m)) {
-    for (int32_t id : plain_) out[size_t(id)] = 1;
+  // In text every plain token of up to the run's characters is allowed, and only the others need
+  // the walk.
+  const int run = plain_.empty() || m.num_heads() > kMaxTextHeads ? -1 : text_run(w, start, m.grammar());
+  if (run >= 0) {
+    for (size_t i = 0; i < plain_.size() && plain_chars_[i] <= run; ++i) out[size_t(plain_[i])] = 1;
     rest_.visit(w, 0, start, out);
   } else {
     all_.visit(w, 0, start, out);

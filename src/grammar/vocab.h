@@ -34,16 +34,22 @@ class Vocab {
     Trie(const std::vector<std::string>& bytes, std::vector<int32_t> ids);
     void visit(Matcher::Walk& w, uint32_t node, const Matcher::Cursor& c, std::vector<uint8_t>& out) const;
   };
-  // Whether every character of plain text (no '"', '\', control bytes; valid UTF-8) leaves m
-  // where it was, as inside a JSON string of any length: probed with each ASCII character and
-  // each byte value at each position of the UTF-8 forms. That holds for grammars that take
-  // characters by byte ranges, as json_schema.cpp's do.
-  bool in_free_text(const Matcher& m) const;
+  // How many characters of plain text (no '"', '\', control bytes; valid UTF-8) the walk reads
+  // from c whatever the characters, as inside a JSON string, counted (maxLength) or not: for
+  // each count, every probe (each ASCII character, each byte value at each position of the UTF-8
+  // forms; one of each form of g's byte classes) is read, all to the same state, or none is.
+  // Returns the count where none is, kUnbounded once a character leaves the state as it was (or
+  // past the longest plain token), -1 where the probes read differently. Probes suffice for
+  // grammars that take characters by byte ranges, as json_schema.cpp's do.
+  static constexpr int kUnbounded = 1 << 30;
+  static constexpr uint32_t kMaxTextHeads = 16;  // text is read in a few ways; probing more costs
+  int text_run(Matcher::Walk& w, Matcher::Cursor c, const Grammar& g) const;
 
   std::vector<std::string> bytes_;
-  std::vector<int32_t> plain_;  // tokens of plain text
-  Trie all_, rest_;             // every token; those not plain
-  std::vector<std::string> probes_;
+  std::vector<int32_t> plain_;       // tokens of plain text, fewest characters first
+  std::vector<int> plain_chars_;     // their characters
+  Trie all_, rest_;                  // every token; those not plain
+  std::vector<std::string> probes_;  // 'a' first
 };
 
 // The last few masks a sequence computed, by matcher state (Matcher::state_key): inside a

@@ -345,6 +345,48 @@ TEST(Vocab, AllowedEqualsAskingEachToken) {
   }
 }
 
+// The same where plain text is counted (maxLength, minLength, a regular expression's bounds):
+// plain tokens of up to the characters left are allowed without a walk (Vocab::text_run).
+// Tokens of 1-12 characters, one to four bytes each, around a count's end.
+TEST(Vocab, CountedTextAllowedEqualsAskingEachToken) {
+  std::mt19937 rng(5);
+  const std::vector<std::string> chars = {"a", "b", "z", "0", "7", " ", "-", "\xC3\xA9", "\xE6\x97\xA5",
+                                          "\xF0\x9F\x98\x80", "\"", "\\", "\\n", ",", ":", "}"};
+  std::vector<std::string> tokens = {"", "\"", "\",", "\", \"", "\"}", "\xC3", "\xA9"};
+  while (tokens.size() < 4000) {
+    std::string t;
+    // Mostly plain text (the first ten characters), some with JSON's punctuation.
+    const size_t pool = rng() % 4 ? 10 : chars.size();
+    for (size_t n = 1 + rng() % 12; n-- > 0;) t += chars[rng() % pool];
+    tokens.push_back(t);
+  }
+  Vocab vocab(tokens);
+  auto check = [&](const std::shared_ptr<const Grammar>& g, const std::string& prefix) {
+    Matcher m(g);
+    ASSERT_TRUE(m.advance(prefix)) << prefix;
+    std::vector<uint8_t> allowed;
+    vocab.allowed(m, allowed);
+    ASSERT_EQ(allowed.size(), tokens.size());
+    for (size_t id = 0; id < tokens.size(); ++id) {
+      const bool expect = !tokens[id].empty() && m.accepts(tokens[id]);
+      ASSERT_EQ(bool(allowed[id]), expect) << prefix << " | " << tokens[id];
+    }
+  };
+  auto g = schema(R"({"type": "object", "properties": {"s": {"type": "string", "maxLength": 6},
+                                                       "t": {"type": "string", "minLength": 2, "maxLength": 4},
+                                                       "p": {"type": "string", "pattern": "^[a-z]{3}[0-9]+$"},
+                                                       "u": {"type": "string"}}, "required": ["s", "t", "p", "u"]})");
+  for (const char* s : {"", "a", "ab\xC3\xA9", "abcde", "a\\nb\xF0\x9F\x98\x80" "c", "abcdef"})
+    check(g, std::string("{\"s\": \"") + s);
+  for (const char* t : {"", "x", "xy", "x\xE6\x97\xA5z", "wxyz"}) check(g, std::string("{\"s\": \"\", \"t\": \"") + t);
+  const std::string before_p = "{\"s\": \"\", \"t\": \"ab\", \"p\": \"";
+  for (const char* p : {"", "ab", "abc", "abc1"}) check(g, before_p + p);
+  check(g, before_p + "abc1\", \"u\": \"free \xC3\xA9");
+  for (const char* re : {".{2,7}", "[ -~]{0,5}x", "(ab|cd){0,3}"})
+    for (const char* prefix : {"", "a", "ab", "abcd"})
+      if (Matcher(regex_grammar(re)).accepts(prefix)) check(regex_grammar(re), prefix);
+}
+
 TEST(Grammar, ChoiceOfTexts) {
   auto g = choice_grammar({"positive", "pos", "negative", ""});
   for (const char* ok : {"positive", "pos", "negative", ""}) EXPECT_TRUE(matches(g, ok)) << ok;
