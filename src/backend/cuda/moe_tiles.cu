@@ -73,19 +73,12 @@ __global__ void __launch_bounds__(kTileThreads)
   float acc[2][kN / 2];
   tile_products<W, kN, kStages>(smem, src, live, x + int64_t(tile.y) * K, T, K, 0, K / kTileChunk, acc);
 
-  // Accumulator e of tile m: line 64 m + 16 warp + lane / 4 (+ 8 for e % 4 >= 2), token
-  // 8 (e / 4) + 2 (lane % 4) (+ 1 for odd e).
-  const int warp = tid / 32, lane = tid % 32;
-#pragma unroll
-  for (int m = 0; m < (kGlu ? 1 : 2); ++m)
-#pragma unroll
-    for (int e = 0; e < kN / 2; ++e) {
-      const int l = 64 * m + 16 * warp + lane / 4 + 8 * ((e % 4) / 2), t = 8 * (e / 4) + 2 * (lane % 4) + e % 2;
-      const int64_t n = r0 + l, row = int64_t(tile.y) + t;
-      if (n >= N || t >= T) continue;
-      if constexpr (kGlu) static_cast<W*>(out)[row * N + n] = from_f32<W>(glu_times<kGelu>(acc[0][e], acc[1][e]));
-      else static_cast<float*>(out)[row * N + n] = acc[m][e];
-    }
+  for_each_acc<kN, kGlu ? 1 : 2>([&](int m, int e, int l, int t) {
+    const int64_t n = r0 + l, row = int64_t(tile.y) + t;
+    if (n >= N || t >= T) return;
+    if constexpr (kGlu) static_cast<W*>(out)[row * N + n] = from_f32<W>(glu_times<kGelu>(acc[0][e], acc[1][e]));
+    else static_cast<float*>(out)[row * N + n] = acc[m][e];
+  });
 #endif
 }
 

@@ -75,19 +75,12 @@ __global__ void __launch_bounds__(kTileThreads)
   float acc[2][kN / 2];
   tile_products<W, kN, kStagesFor<kN, kGlu>, kChunksFor<kN, kGlu>>(smem, src, live, x, T, K, c_begin, count, acc);
 
-  // Accumulator e of tile m: tile line 16 warp + lane / 4 (+ 8 for e % 4 >= 2), token
-  // 8 (e / 4) + 2 (lane % 4) (+ 1 for odd e).
-  const int warp = tid / 32, lane = tid % 32;
-#pragma unroll
-  for (int m = 0; m < (kGlu ? 1 : 2); ++m)
-#pragma unroll
-    for (int e = 0; e < kN / 2; ++e) {
-      const int l = 64 * m + 16 * warp + lane / 4 + 8 * ((e % 4) / 2), t = 8 * (e / 4) + 2 * (lane % 4) + e % 2;
-      const int64_t n = row_of(l);
-      if (n >= r1 || t >= T) continue;
-      if constexpr (kGlu) out[t * N + n] = from_f32<O>(glu_times<kGelu>(acc[0][e], acc[1][e]));
-      else out[(int64_t(split) * T + t) * N + n] = acc[m][e];
-    }
+  for_each_acc<kN, kGlu ? 1 : 2>([&](int m, int e, int l, int t) {
+    const int64_t n = row_of(l);
+    if (n >= r1 || t >= T) return;
+    if constexpr (kGlu) out[t * N + n] = from_f32<O>(glu_times<kGelu>(acc[0][e], acc[1][e]));
+    else out[(int64_t(split) * T + t) * N + n] = acc[m][e];
+  });
 #endif
 }
 

@@ -157,6 +157,19 @@ __device__ __forceinline__ void tile_products(unsigned char* smem, const W* cons
   }
   cp_async_wait<0>();
 }
+
+// f(m, e, line, token) for each of this thread's accumulators acc[m][e] of tile_products' first
+// kTiles tiles: tile line 64 m + 16 warp + lane / 4 (+ 8 for e % 4 >= 2), token 8 (e / 4) +
+// 2 (lane % 4) (+ 1 for odd e).
+template <int kN, int kTiles, class F>
+__device__ __forceinline__ void for_each_acc(const F& f) {
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+#pragma unroll
+  for (int m = 0; m < kTiles; ++m)
+#pragma unroll
+    for (int e = 0; e < kN / 2; ++e)
+      f(m, e, 64 * m + 16 * warp + lane / 4 + 8 * ((e % 4) / 2), 8 * (e / 4) + 2 * (lane % 4) + e % 2);
+}
 #endif
 
 }  // namespace tessera::cuda
