@@ -103,7 +103,7 @@ std::vector<ChoiceSpec> build_choices(const Server::State& st, const GenerationR
 // choice to the calls they write. The schema's keywords a grammar cannot hold are left out.
 void force_calls(const Server::State& st, GenerationRequest& r) {
   if (r.endpoint != Endpoint::Chat || !st.codec) return;
-  const tools::ToolChoice choice = tools::ToolChoice::from_json(r.tool_choice);  // checked when parsed
+  const tools::ToolChoice& choice = r.tool_choice;
   if (choice.mode != tools::ToolChoiceMode::Required && choice.mode != tools::ToolChoiceMode::Named) return;
   if (!tools::calls_can_be_forced(st.info.tool_format, st.info.reasoning_format)) return;
   if (!r.output_param.empty())
@@ -158,11 +158,7 @@ std::optional<tools::ParserOptions> parser_options(const Server::State& st, cons
   o.tool_format = st.info.tool_format;
   o.reasoning_format = st.info.reasoning_format;
   if (!r.chat.tools.is_null()) o.tools = json::parse(r.chat.tools.dump());
-  try {
-    o.tool_choice = tools::ToolChoice::from_json(r.tool_choice);
-  } catch (const Error& e) {
-    throw ApiError(400, e.what(), "tool_choice");
-  }
+  o.tool_choice = r.tool_choice;
   o.parallel_tool_calls = r.parallel_tool_calls;
   o.forced_calls = r.forced_calls;
   o.starts_in_reasoning = tools::prompt_opens_reasoning(rendered, o.reasoning_format);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/error.h"
 #include "server/api_error.h"
 
 namespace tessera::server {
@@ -277,11 +278,11 @@ GenerationRequest parse_chat_request(const json& body, const SamplingParams& def
 
   r.chat = chat_input(body, raw);
   if (const json* c = field(body, "tool_choice")) {
-    bool named = c->is_object() && c->contains("function") && (*c)["function"].is_object() &&
-                 (*c)["function"].contains("name") && (*c)["function"]["name"].is_string();
-    if (!(c->is_string() && (*c == "auto" || *c == "none" || *c == "required")) && !named)
+    try {
+      r.tool_choice = tools::ToolChoice::from_json(*c);
+    } catch (const Error&) {
       bad("tool_choice", "must be \"auto\", \"none\", \"required\" or a named function");
-    r.tool_choice = *c;
+    }
   }
   r.parallel_tool_calls = boolean(body, "parallel_tool_calls").value_or(true);
 

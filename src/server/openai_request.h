@@ -10,6 +10,7 @@
 
 #include "engine/sampler.h"
 #include "server/text_codec.h"
+#include "tools/parser.h"
 
 namespace tessera::server {
 
@@ -40,7 +41,7 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
   bool return_token_ids = false;  // extension (vLLM): prompt and generated ids in the response
-  nlohmann::json tool_choice;     // as sent (null: auto)
+  tools::ToolChoice tool_choice;  // auto unless sent
   bool parallel_tool_calls = true;
   // Structured output (response_format json_object / json_schema; vLLM's structured_outputs,
   // guided_json, guided_choice, guided_regex, guided_grammar; llama.cpp's grammar): the JSON

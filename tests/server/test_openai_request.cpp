@@ -134,11 +134,12 @@ TEST(OpenAiRequest, WrongTypesAndRangesNameTheField) {
 TEST(OpenAiRequest, ToolChoiceAndParallelToolCalls) {
   json msgs = json::array({{{"role", "user"}, {"content", "hi"}}});
   auto r = parse_chat_request({{"messages", msgs}}, {});
-  EXPECT_TRUE(r.tool_choice.is_null());
+  EXPECT_EQ(r.tool_choice.mode, tools::ToolChoiceMode::Auto);
   EXPECT_TRUE(r.parallel_tool_calls);
   json named = {{"type", "function"}, {"function", {{"name", "f"}}}};
   r = parse_chat_request({{"messages", msgs}, {"tool_choice", named}, {"parallel_tool_calls", false}}, {});
-  EXPECT_EQ(r.tool_choice, named);
+  EXPECT_EQ(r.tool_choice.mode, tools::ToolChoiceMode::Named);
+  EXPECT_EQ(r.tool_choice.name, "f");
   EXPECT_FALSE(r.parallel_tool_calls);
   for (const char* mode : {"auto", "none", "required"})
     EXPECT_EQ(rejected_param({{"messages", msgs}, {"tool_choice", mode}}, Endpoint::Chat), "");
