@@ -72,12 +72,14 @@ Vocab::Vocab(std::vector<std::string> token_bytes)
       plain_(ids_where(bytes_, plain_text)),
       all_(bytes_, ids_where(bytes_, [](const std::string&) { return true; })),
       rest_(bytes_, ids_where(bytes_, [](const std::string& b) { return !plain_text(b); })) {
-  auto chars = [&](int32_t id) {
+  // Plain tokens by characters (bytes that do not continue a UTF-8 form), counted once each.
+  std::vector<std::pair<int, int32_t>> by_chars;
+  for (int32_t id : plain_) {
     const std::string& b = bytes_[size_t(id)];
-    return int(std::count_if(b.begin(), b.end(), [](char ch) { return (uint8_t(ch) & 0xC0) != 0x80; }));
-  };
-  std::stable_sort(plain_.begin(), plain_.end(), [&](int32_t a, int32_t b) { return chars(a) < chars(b); });
-  for (int32_t id : plain_) plain_chars_.push_back(chars(id));
+    by_chars.emplace_back(int(std::count_if(b.begin(), b.end(), [](char ch) { return (uint8_t(ch) & 0xC0) != 0x80; })), id);
+  }
+  std::sort(by_chars.begin(), by_chars.end());
+  for (size_t i = 0; i < by_chars.size(); ++i) plain_chars_.push_back(by_chars[i].first), plain_[i] = by_chars[i].second;
   auto add = [&](std::initializer_list<unsigned> b) {
     std::string s;
     for (unsigned x : b) s += char(x);

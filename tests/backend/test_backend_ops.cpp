@@ -31,15 +31,17 @@ struct BackendUnderTest {
 };
 
 // The CUDA backend rounds activations to a 16-bit weight's format before its tensor-core
-// products (bf16: 8 bits of mantissa, f16: 11; the experts' tiles round both h and act(gate) *
-// up), and uses the GPU's exp/sin/cos. With a bf16 cache its tensor-core attention rounds q and
-// the softmax weights to bf16 for its two products.
+// products (bf16: 8 bits of mantissa, f16: 11), and uses the GPU's exp/sin/cos. With a bf16
+// cache its tensor-core attention rounds q and the softmax weights to bf16 for its two products.
 // linear_add_rms_norm's cases give a 16-bit input only in the weights' format (f32 only where the
 // GEMV keeps it f32), so nothing is rounded beyond the output: the case's own limit.
 double cuda_limit(const OpCase& c) {
   if (c.op == "linear" || c.op == "linear_glu" || c.op == "linear_rope_store_kv")
     return c.dtype == DType::BF16 ? 1e-4 : c.dtype == DType::F16 ? 1e-5 : 1e-9;
-  if (c.op == "moe_experts" && c.dtype != DType::F32) return c.dtype == DType::BF16 ? 1e-4 : 1e-5;
+  // The experts' tiles round h and act(gate) * up to 16 bits: on these cases that rounding alone,
+  // done on the host in f64, gives NMSE up to 4.3e-6 in bf16 (the H200 measured 4.29e-6) and
+  // 4.8e-8 in f16. Rounding by truncation would give about 4x as much.
+  if (c.op == "moe_experts" && c.dtype != DType::F32) return c.dtype == DType::BF16 ? 1e-5 : 1.5e-7;
   if (c.op == "attention" && c.dtype == DType::BF16) return 1e-4;
   if (c.op == "rope") return 1e-10;
   if (c.op == "rope_store_kv") return std::max(c.max_nmse, 1e-10);
