@@ -15,7 +15,7 @@ void start_constrained(Sequence& s);
 bool constrained_now(const Sequence& s);
 
 // sample()'s draw for s over the allowed tokens (before any output, a reasoning block's open
-// token too); none when no token is allowed (the text is a
+// tag too, and inside that tag only its next token); none when no token is allowed (the text is a
 // whole sentence that cannot go on, and the sequence has no stop token). Once the text cannot
 // go on, only the stop tokens are allowed: the sequence ends with one, as unconstrained ones do.
 std::optional<SampleResult> sample_constrained(const float* logits, int vocab_size, Sequence& s);

@@ -33,9 +33,13 @@ struct Sequence {
   Rng rng;
   std::optional<grammar::Matcher> matcher;  // with params.constraint: where the output stands in it
   grammar::MaskCache masks;                  // the allowed tokens of its matcher's recent states
-  // With params.constraint: nothing drawn under it yet (a reasoning block may still open), in a
-  // reasoning block (drawn freely), or in the output the grammar holds.
-  enum class GrammarPhase { Start, Reasoning, Output } grammar_phase = GrammarPhase::Start;
+  // With params.constraint: nothing drawn under it yet (a reasoning block may still open), inside
+  // an open tag of several tokens (its next token forced), in a reasoning block (drawn freely),
+  // or in the output the grammar holds.
+  enum class GrammarPhase { Start, Opening, Reasoning, Output } grammar_phase = GrammarPhase::Start;
+  // Opening: the open tag's tokens drawn so far. Reasoning: the last tokens drawn, as many as the
+  // longest close tag has, where a close tag of several tokens shows.
+  std::vector<int32_t> tag_tokens;
 
   SeqStatus status = SeqStatus::Waiting;
   FinishReason finish_reason = FinishReason::None;

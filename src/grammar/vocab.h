@@ -69,10 +69,12 @@ class MaskCache {
 struct Constraint {
   std::shared_ptr<const Grammar> grammar;
   std::shared_ptr<const Vocab> vocab;
-  // Reasoning models: the tokens that open and close a reasoning block. The grammar holds the
-  // text after the block and leaves the block free: one open at the start (starts_in_reasoning)
-  // or opened by the first token, until a close token. Empty: no reasoning block.
-  std::vector<int32_t> reasoning_open, reasoning_close;
+  // Reasoning models: the token sequences that open and close a reasoning block (Gemma 4's
+  // open tag is <|channel> then "thought"). The grammar holds the text after the block and leaves
+  // the block free: one open at the start (starts_in_reasoning) or opened by the first tokens,
+  // until a close tag. An open tag's first token is one the grammar's text cannot hold (a
+  // special token), so that drawing it means the tag. Empty: no reasoning block.
+  std::vector<std::vector<int32_t>> reasoning_open, reasoning_close;
   bool starts_in_reasoning = false;
 };
 

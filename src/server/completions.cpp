@@ -136,14 +136,17 @@ std::shared_ptr<const grammar::Constraint> output_constraint(const Server::State
   if (!c.vocab) throw ApiError(400, "structured output needs the model's tokenizer", r.output_param);
   const tools::ThinkTags* tags = tools::find_think_tags(st.info.reasoning_format);
   if (r.endpoint == Endpoint::Chat && tags) {
-    auto single_tokens = [&](const std::vector<std::string>& texts) {  // tags that are one token each
-      std::vector<int32_t> ids;
+    // Each tag as the model's tokens; an open tag only where its first token is a special one
+    // (no text of its own), which output the grammar holds cannot begin with.
+    auto tag_tokens = [&](const std::vector<std::string>& texts, bool open) {
+      std::vector<std::vector<int32_t>> seqs;
       for (const auto& t : texts)
-        if (auto e = st.codec->encode(t, false); e.size() == 1) ids.push_back(e[0]);
-      return ids;
+        if (auto e = st.codec->encode(t, false); !e.empty() && (!open || (e[0] < c.vocab->size() && c.vocab->bytes(e[0]).empty())))
+          seqs.push_back(std::move(e));
+      return seqs;
     };
-    c.reasoning_open = single_tokens(tags->open);
-    c.reasoning_close = single_tokens(tags->close);
+    c.reasoning_open = tag_tokens(tags->open, true);
+    c.reasoning_close = tag_tokens(tags->close, false);
     c.starts_in_reasoning = tools::prompt_opens_reasoning(rendered, st.info.reasoning_format);
   }
   return std::make_shared<const grammar::Constraint>(std::move(c));

@@ -18,8 +18,10 @@ constexpr int32_t kStop = 0;
 
 constexpr int32_t kOpen = 26, kClose = 27;  // "<think>", "</think>": special, no bytes
 
+using Tags = std::vector<std::vector<int32_t>>;
+
 Sequence constrained(const char* schema, float temperature, int top_k, bool reasoning = false,
-                     bool starts_in_reasoning = false) {
+                     bool starts_in_reasoning = false, Tags open = {{kOpen}}, Tags close = {{kClose}}) {
   std::vector<std::string> tokens = {""};  // id 0: the stop token, no bytes
   for (const char* t : {"{", "}", "\"", "\"a\"", ":", " ", ",", "1", "12", "-", "x", "ab", "true", "tr", "ue", "[", "]",
                         "{\"", "\":", "\n", "  ", "null", "\"}", "\xC3", "\xA9", "", "", "a"})
@@ -29,7 +31,7 @@ Sequence constrained(const char* schema, float temperature, int top_k, bool reas
   s.params.top_k = top_k;
   grammar::Constraint c{grammar::json_schema_grammar(nlohmann::ordered_json::parse(schema)),
                         std::make_shared<const grammar::Vocab>(tokens)};
-  if (reasoning) c.reasoning_open = {kOpen}, c.reasoning_close = {kClose}, c.starts_in_reasoning = starts_in_reasoning;
+  if (reasoning) c.reasoning_open = std::move(open), c.reasoning_close = std::move(close), c.starts_in_reasoning = starts_in_reasoning;
   s.params.constraint = std::make_shared<const grammar::Constraint>(std::move(c));
   start_constrained(s);
   s.stop_token_ids = {kStop};
@@ -131,4 +133,53 @@ TEST(Constrained, ReasoningBlocksAreLeftFree) {
   std::vector<float> logits(static_cast<size_t>(plain.params.constraint->vocab->size()), 0.0f);
   logits[kOpen] = 10.0f;
   EXPECT_NE(sample_constrained(logits.data(), int(logits.size()), plain)->token, kOpen);
+}
+
+// Tags of several tokens (Gemma 4 opens with <|channel> then "thought"): once the open tag's
+// first token is drawn its next ones are the only tokens allowed, whatever the logits; the
+// block is free until the whole close tag, and a close tag's first token alone does not end it.
+TEST(Constrained, ReasoningTagsOfSeveralTokens) {
+  const char* schema = R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})";
+  constexpr int32_t kX = 11, kSpace = 6, kAb = 12;  // "x", " ", "ab"
+  // Two open tags sharing a prefix (as Gemma 4's with and without its newline); the shorter ends it.
+  const Tags open = {{kOpen, kX, kSpace}, {kOpen, kX}}, close = {{kClose, kAb}};
+  std::mt19937 rng(6);
+  for (float temperature : {0.0f, 1.0f}) {
+    Sequence s = constrained(schema, temperature, 0, true, false, open, close);
+    const int V = s.params.constraint->vocab->size();
+    std::vector<float> logits(static_cast<size_t>(V), 0.0f);
+    logits[kOpen] = 10.0f;
+    auto r = sample_constrained(logits.data(), V, s);
+    ASSERT_TRUE(r && r->token == kOpen);
+    s.tokens.push_back(kOpen);
+    advance_constrained(s, kOpen);
+    // Inside the tag: drawn under the constraint, and only "x" can come, even against the logits
+    // and where the grammar would take "{" or the stop token.
+    EXPECT_TRUE(constrained_now(s));
+    std::fill(logits.begin(), logits.end(), 0.0f);
+    logits[1] = 20.0f, logits[kStop] = 20.0f, logits[kX] = -20.0f;
+    for (int k = 0; k < 20; ++k) {
+      Sequence copy = s;
+      r = sample_constrained(logits.data(), V, copy);
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->token, kX);
+    }
+    advance_constrained(s, kX);
+    EXPECT_FALSE(constrained_now(s));  // "<open> x" is a whole tag: the block is open
+    // The close tag's first token, then text: still free; then the whole close tag.
+    for (int32_t t : {kClose, kX, kSpace, kClose}) {
+      advance_constrained(s, t);
+      EXPECT_FALSE(constrained_now(s));
+    }
+    advance_constrained(s, kAb);
+    ASSERT_TRUE(constrained_now(s));
+    const std::string text = run(s, rng, temperature == 0.0f);
+    if (s.matcher->complete()) {
+      EXPECT_TRUE(nlohmann::json::parse(text)["a"].is_number_integer()) << text;
+    }
+  }
+  // A token off the open tag's path after its first is refused, not read as output.
+  Sequence s = constrained(schema, 0.0f, 0, true, false, open, close);
+  advance_constrained(s, kOpen);
+  EXPECT_THROW(advance_constrained(s, 1), tessera::Error);
 }

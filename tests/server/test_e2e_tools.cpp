@@ -32,16 +32,22 @@ const std::vector<std::string> kPieces = {
     "<tool_call>", R"({"name": "get_weather", )", R"("arguments": {"city": "Paris"}})",
     "</tool_call>"};
 const std::set<std::string> kSpecial = {"<think>", "</think>", "<tool_call>", "</tool_call>"};
+// The same answer with Gemma 4's reasoning tags, whose open tag is two tokens: <|channel>, then
+// the plain word "thought".
+const std::vector<std::string> kGemmaPieces = {
+    "<|channel>",  "thought",  "Checking the weather.", "<channel|>", "<tool_call>", R"({"name": "get_weather", )",
+    R"("arguments": {"city": "Paris"}})", "</tool_call>"};
+const std::set<std::string> kGemmaSpecial = {"<|channel>", "<channel|>", "<tool_call>", "</tool_call>"};
 
 fs::path llama() {
   return fixtures_dir() / "models" / "llama";
 }
 
-// A prompt of three ids whose greedy continuation has kPieces.size() + 1 distinct tokens, none
-// of them in the prompt: {prompt..., continuation...}.
-std::pair<std::vector<int>, std::vector<int>> find_prompt(const std::string& base_url) {
+// A prompt of three ids whose greedy continuation has `pieces` + 1 distinct tokens, none of
+// them in the prompt: {prompt..., continuation...}.
+std::pair<std::vector<int>, std::vector<int>> find_prompt(const std::string& base_url, size_t pieces) {
   httplib::Client cli(base_url);
-  size_t need = kPieces.size() + 1;
+  size_t need = pieces + 1;
   for (int p = 10; p < 300; p += 7) {
     std::vector<int> prompt = {p, p + 1, p + 2};
     json body = {{"prompt", prompt},
@@ -64,12 +70,13 @@ void write_json(const fs::path& path, const json& j) {
   std::ofstream(path) << j.dump(2);
 }
 
-// The model directory described at the top of the file.
-fs::path write_model(const std::vector<int>& prompt, const std::vector<int>& cont) {
+// The model directory described at the top of the file, named `name`, answering `pieces`.
+fs::path write_model(const std::vector<int>& prompt, const std::vector<int>& cont, const std::string& name,
+                     const std::vector<std::string>& pieces, const std::set<std::string>& special) {
   fs::path dir = binary_dir() / "tool_model";
-  fs::remove_all(dir);
-  fs::create_directories(dir / "tool-llama");
-  dir /= "tool-llama";
+  fs::remove_all(dir / name);
+  fs::create_directories(dir / name);
+  dir /= name;
   fs::copy_file(llama() / "model.safetensors", dir / "model.safetensors");
   int eos = cont.back();
   json config = json::parse(read_file(llama() / "config.json"));
@@ -80,7 +87,7 @@ fs::path write_model(const std::vector<int>& prompt, const std::vector<int>& con
   int vocab_size = config["vocab_size"].get<int>();
   std::vector<std::string> names(static_cast<size_t>(vocab_size));
   for (int i = 0; i < vocab_size; ++i) names[size_t(i)] = "<t" + std::to_string(i) + ">";
-  for (size_t i = 0; i < kPieces.size(); ++i) names[size_t(cont[i])] = kPieces[i];
+  for (size_t i = 0; i < pieces.size(); ++i) names[size_t(cont[i])] = pieces[i];
   std::set<int> used(prompt.begin(), prompt.end());
   used.insert(cont.begin(), cont.end());
   int next = vocab_size - 1;
@@ -98,7 +105,7 @@ fs::path write_model(const std::vector<int>& prompt, const std::vector<int>& con
                      {"lstrip", false},
                      {"rstrip", false},
                      {"normalized", false},
-                     {"special", kSpecial.count(n) > 0 || i == eos}});
+                     {"special", special.count(n) > 0 || i == eos}});
   }
   write_json(dir / "tokenizer.json",
              {{"version", "1.0"},
@@ -120,11 +127,11 @@ TEST(ServerE2E, OpenAiClientToolCallsAndReasoning) {
   {
     ServerProcess plain("-m " + llama().string() + " -t 1 --kv-cache-memory 8MiB --no-log-requests");
     ASSERT_TRUE(plain.wait_healthy()) << plain.log();
-    std::tie(prompt, cont) = find_prompt(plain.base_url());
+    std::tie(prompt, cont) = find_prompt(plain.base_url(), kPieces.size());
     EXPECT_EQ(plain.stop(), 0) << plain.log();
   }
   ASSERT_FALSE(cont.empty()) << "no prompt of the fixture model continues with distinct tokens";
-  fs::path dir = write_model(prompt, cont);
+  fs::path dir = write_model(prompt, cont, "tool-llama", kPieces, kSpecial);
 
   // Formats inferred from the template and vocabulary: hermes tool calls, <think> reasoning.
   ServerProcess srv("-m " + dir.string() + " -t 1 --kv-cache-memory 8MiB");
@@ -156,6 +163,28 @@ TEST(ServerE2E, OpenAiClientToolCallsAndReasoning) {
   EXPECT_FALSE(bad.wait_healthy(2));
   EXPECT_NE(bad.stop(), 0);
   EXPECT_NE(bad.log().find("no-such-format"), std::string::npos) << bad.log();
+}
+
+// Structured output after a reasoning block whose open tag is two tokens (Gemma 4's): the
+// first token opens it, the second is held to the tag, the block stays free, and the grammar
+// holds what follows its close tag.
+TEST(ServerE2E, OpenAiClientReasoningTagOfTwoTokens) {
+  if (node_modules_dir().empty()) GTEST_SKIP() << "tests/node_modules is absent (run npm ci in tests/)";
+  std::vector<int> prompt, cont;
+  {
+    ServerProcess plain("-m " + llama().string() + " -t 1 --kv-cache-memory 8MiB --no-log-requests");
+    ASSERT_TRUE(plain.wait_healthy()) << plain.log();
+    std::tie(prompt, cont) = find_prompt(plain.base_url(), kGemmaPieces.size());
+    EXPECT_EQ(plain.stop(), 0) << plain.log();
+  }
+  ASSERT_FALSE(cont.empty()) << "no prompt of the fixture model continues with distinct tokens";
+  fs::path dir = write_model(prompt, cont, "tool-llama-gemma-tags", kGemmaPieces, kGemmaSpecial);
+  ServerProcess srv("-m " + dir.string() + " -t 1 --kv-cache-memory 8MiB --reasoning-parser gemma4");
+  ASSERT_TRUE(srv.wait_healthy()) << srv.log();
+  NodeResult r = run_node("tools_client.js", srv.base_url() + " tool-llama-gemma-tags two-token-tag");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::printf("%s", r.output.c_str());
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
 }
 
 }  // namespace

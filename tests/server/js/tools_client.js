@@ -1,6 +1,6 @@
 // The official OpenAI client reading tool calls and reasoning from a model that always answers
 // <think>Checking the weather.</think><tool_call>{get_weather, Paris}</tool_call> (see
-// test_e2e_tools.cpp). Usage: node tools_client.js BASE_URL MODEL [parsers-off]
+// test_e2e_tools.cpp). Usage: node tools_client.js BASE_URL MODEL [parsers-off | two-token-tag]
 const OpenAI = require('openai');
 const { assert, run } = require('./check.js');
 
@@ -219,4 +219,11 @@ const off = {
   },
 };
 
-run(mode === 'parsers-off' ? off : parsed);
+// A model whose reasoning opens with a tag of two tokens (<|channel> then "thought"): the same
+// reasoned call, and structured output after the reasoning.
+const twoTokenTag = Object.fromEntries(
+  ['a reasoned tool call, streamed equals non-streamed', 'response_format on a reasoning model: the reasoning stays free, the JSON follows it']
+    .map((name) => [name, parsed[name]]),
+);
+
+run({ 'parsers-off': off, 'two-token-tag': twoTokenTag }[mode] ?? parsed);
