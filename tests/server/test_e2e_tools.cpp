@@ -121,17 +121,30 @@ fs::path write_model(const std::vector<int>& prompt, const std::vector<int>& con
   return dir;
 }
 
-TEST(ServerE2E, OpenAiClientToolCallsAndReasoning) {
-  if (node_modules_dir().empty()) GTEST_SKIP() << "tests/node_modules is absent (run npm ci in tests/)";
+// The fixture's prompt for `pieces`, found by a server of the plain model, and the model directory
+// answering them; empty (with a failure recorded) when none is found.
+fs::path tool_model(const std::string& name, const std::vector<std::string>& pieces, const std::set<std::string>& special) {
   std::vector<int> prompt, cont;
   {
     ServerProcess plain("-m " + llama().string() + " -t 1 --kv-cache-memory 8MiB --no-log-requests");
-    ASSERT_TRUE(plain.wait_healthy()) << plain.log();
-    std::tie(prompt, cont) = find_prompt(plain.base_url(), kPieces.size());
+    if (!plain.wait_healthy()) {
+      ADD_FAILURE() << plain.log();
+      return {};
+    }
+    std::tie(prompt, cont) = find_prompt(plain.base_url(), pieces.size());
     EXPECT_EQ(plain.stop(), 0) << plain.log();
   }
-  ASSERT_FALSE(cont.empty()) << "no prompt of the fixture model continues with distinct tokens";
-  fs::path dir = write_model(prompt, cont, "tool-llama", kPieces, kSpecial);
+  if (cont.empty()) {
+    ADD_FAILURE() << "no prompt of the fixture model continues with distinct tokens";
+    return {};
+  }
+  return write_model(prompt, cont, name, pieces, special);
+}
+
+TEST(ServerE2E, OpenAiClientToolCallsAndReasoning) {
+  if (node_modules_dir().empty()) GTEST_SKIP() << "tests/node_modules is absent (run npm ci in tests/)";
+  fs::path dir = tool_model("tool-llama", kPieces, kSpecial);
+  ASSERT_FALSE(dir.empty());
 
   // Formats inferred from the template and vocabulary: hermes tool calls, <think> reasoning.
   ServerProcess srv("-m " + dir.string() + " -t 1 --kv-cache-memory 8MiB");
@@ -170,15 +183,8 @@ TEST(ServerE2E, OpenAiClientToolCallsAndReasoning) {
 // holds what follows its close tag.
 TEST(ServerE2E, OpenAiClientReasoningTagOfTwoTokens) {
   if (node_modules_dir().empty()) GTEST_SKIP() << "tests/node_modules is absent (run npm ci in tests/)";
-  std::vector<int> prompt, cont;
-  {
-    ServerProcess plain("-m " + llama().string() + " -t 1 --kv-cache-memory 8MiB --no-log-requests");
-    ASSERT_TRUE(plain.wait_healthy()) << plain.log();
-    std::tie(prompt, cont) = find_prompt(plain.base_url(), kGemmaPieces.size());
-    EXPECT_EQ(plain.stop(), 0) << plain.log();
-  }
-  ASSERT_FALSE(cont.empty()) << "no prompt of the fixture model continues with distinct tokens";
-  fs::path dir = write_model(prompt, cont, "tool-llama-gemma-tags", kGemmaPieces, kGemmaSpecial);
+  fs::path dir = tool_model("tool-llama-gemma-tags", kGemmaPieces, kGemmaSpecial);
+  ASSERT_FALSE(dir.empty());
   ServerProcess srv("-m " + dir.string() + " -t 1 --kv-cache-memory 8MiB --reasoning-parser gemma4");
   ASSERT_TRUE(srv.wait_healthy()) << srv.log();
   NodeResult r = run_node("tools_client.js", srv.base_url() + " tool-llama-gemma-tags two-token-tag");
