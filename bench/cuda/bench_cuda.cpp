@@ -525,7 +525,7 @@ int run(int argc, char** argv) {
     const char* peer = b == 1    ? "llama.cpp 207, target 258"
                        : b == 8  ? "llama.cpp 1190"
                        : b == 32 ? "llama.cpp 3800, target 6840"
-                       : b == 64 ? "llama.cpp 6100, target 10980"
+                       : b == 64 ? "llama.cpp 6100, target 11000"
                                  : "";
     std::snprintf(buf, sizeof(buf), "bytes bound %.0f; %s", bound, peer);
     const std::string what = "decode batch " + std::to_string(b) + " (ctx " + std::to_string(context) + ")";
