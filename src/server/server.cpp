@@ -121,6 +121,20 @@ int Server::start() {
     return !has_body(req) && reject_unauthorized(req, res) ? httplib::Server::HandlerResponse::Handled
                                                            : httplib::Server::HandlerResponse::Unhandled;
   });
+  // A client that asks before sending its body (Expect: 100-continue, as curl does for large
+  // ones) hears at once of a body over the limit or a missing API key, and sends nothing; the
+  // connection then closes, so that a body sent anyway is not read as a request.
+  http->set_expect_100_continue_handler([&st, reject_unauthorized](const httplib::Request& req, httplib::Response& res) {
+    int status = 100;
+    if (req.get_header_value<uint64_t>("Content-Length") > st.cfg.max_body_bytes) {
+      set_error(res, 413, "the request body is too large");
+      status = 413;
+    } else if (reject_unauthorized(req, res)) {
+      status = 401;
+    }
+    if (status != 100) res.set_header("Connection", "close");
+    return status;
+  });
 
   http->Get("/health", [&st](const httplib::Request&, httplib::Response& res) {
     if (st.ready)

@@ -1,6 +1,7 @@
 // Raw HTTP against every error path: each answers OpenAI's error shape with the right status,
 // and the server keeps serving afterwards. The server runs with --api-key and --max-body-size 65536.
 // Usage: node errors.js BASE_URL MODEL API_KEY
+const net = require('node:net');
 const { assert, run, prompt_ids } = require('./check.js');
 
 const [base, model, key] = process.argv.slice(2);
@@ -83,6 +84,37 @@ run({
   async 'a body over the limit is 413'() {
     const big = JSON.stringify({ ...ok, padding: 'x'.repeat(100000) });
     await expect_error('/v1/completions', big, 413);
+  },
+
+  async 'asked first (Expect: 100-continue), a body over the limit or a missing key is refused before it is sent'() {
+    // Raw HTTP: the headers, then the body only once the server says 100 Continue. A refusal
+    // must come at once (not after the server's 30 s read timeout), and the connection closes.
+    const ask = (headers, body) => new Promise((resolve, reject) => {
+      const url = new URL(base);
+      const sock = net.connect(Number(url.port), url.hostname);
+      let got = '', continued = false;
+      const timer = setTimeout(() => { sock.destroy(); reject(new Error(`no answer in 5 s: ${got}`)); }, 5000);
+      sock.on('data', (d) => {
+        got += d;
+        if (got.startsWith('HTTP/1.1 100') && got.endsWith('\r\n\r\n')) sock.write(body), got = '', continued = true;
+      });
+      sock.on('close', () => { clearTimeout(timer); resolve({ answer: got, continued }); });
+      sock.on('error', reject);
+      sock.write(`POST /v1/completions HTTP/1.1\r\nHost: ${url.host}\r\nContent-Type: application/json\r\n` +
+                 `Connection: close\r\nExpect: 100-continue\r\n${headers}\r\n`);
+    });
+    const small = JSON.stringify(ok);
+    for (const [headers, status] of [
+      [`Authorization: Bearer ${key}\r\nContent-Length: 10000000\r\n`, 413],
+      [`Content-Length: ${small.length}\r\n`, 401],
+      [`Authorization: Bearer ${key}\r\nContent-Length: ${small.length}\r\n`, 200],  // sent after 100 Continue
+    ]) {
+      const { answer, continued } = await ask(headers, small);
+      assert.equal(continued, status === 200, 'a refusal comes instead of 100 Continue');
+      assert.match(answer, new RegExp(`^HTTP/1\\.1 ${status} `), answer.slice(0, 200));
+      const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4));
+      assert.ok(status === 200 ? body.choices : typeof body.error.message === 'string', answer.slice(0, 300));
+    }
   },
 
   async 'unknown routes are 404 in the same shape'() {
