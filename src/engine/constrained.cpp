@@ -31,7 +31,7 @@ std::vector<int32_t> open_tag_next(const Sequence& s) {
 bool allows(const Sequence& s, const grammar::Vocab& vocab, const std::vector<int32_t>& open_next, int32_t t) {
   if (contains(open_next, t)) return true;
   if (s.grammar_phase == Phase::Opening) return false;
-  if (is_stop(s, t)) return s.matcher->complete();
+  if (is_stop(s, t)) return s.matcher->complete() && s.num_generated() >= s.min_tokens;
   return t < vocab.size() && !vocab.bytes(t).empty() && s.matcher->accepts(vocab.bytes(t));
 }
 
@@ -90,8 +90,12 @@ std::optional<SampleResult> sample_constrained(const float* logits, int V, Seque
     } else {
       s.masks.allowed(vocab, *s.matcher, allowed);
       allowed.resize(size_t(V), 0);
+      // A complete text may stop, from min_tokens on or where the grammar allows nothing more.
+      const bool stop =
+          s.matcher->complete() && (s.num_generated() >= s.min_tokens ||
+                                    std::find(allowed.begin(), allowed.end(), 1) == allowed.end());
       for (int32_t t : s.stop_token_ids)
-        if (t >= 0 && t < V) allowed[size_t(t)] = s.matcher->complete();
+        if (t >= 0 && t < V) allowed[size_t(t)] = stop;
     }
     for (int32_t t : open_tag_next(s))
       if (t >= 0 && t < V) allowed[size_t(t)] = 1;

@@ -18,6 +18,7 @@ bool constrained_now(const Sequence& s);
 // tag too, and inside that tag only its next token); none when no token is allowed (the text is a
 // whole sentence that cannot go on, and the sequence has no stop token). Once the text cannot
 // go on, only the stop tokens are allowed: the sequence ends with one, as unconstrained ones do.
+// Before s.min_tokens the stop tokens are allowed only where nothing else is.
 std::optional<SampleResult> sample_constrained(const float* logits, int vocab_size, Sequence& s);
 
 // Reads a drawn token (not a stop token) into s's matcher, or moves s between the phases.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <random>
 
 #include "core/error.h"
@@ -116,6 +117,14 @@ int64_t Engine::add_request(Request req) {
   if (s->prompt_logprobs >= 0) s->prompt_scores.resize(size_t(n - 1));
   s->max_tokens = req.max_tokens;
   s->stop_token_ids = std::move(req.stop_token_ids);
+  TESSERA_CHECK(req.min_tokens >= 0 && req.min_tokens <= req.max_tokens,
+                "min_tokens must be 0 to max_tokens");
+  if (req.min_tokens > 0 && !s->stop_token_ids.empty()) {
+    s->min_tokens = req.min_tokens;
+    s->min_tokens_params = s->params;
+    for (int32_t t : s->stop_token_ids)
+      s->min_tokens_params.logit_bias.emplace_back(t, -std::numeric_limits<float>::infinity());
+  }
   s->rng.seed(req.seed ? *req.seed : std::random_device{}());
   start_constrained(*s);
   Sequence* raw = s.get();
@@ -152,10 +161,11 @@ std::vector<TokenOutput> Engine::step() {
     Sequence& s = *b.seq;
     if (s.status != SeqStatus::Finished && s.num_computed_tokens + b.num_new_tokens != s.num_tokens()) continue;
     const bool on_backend =
-        !constrained_now(s) && (is_plain_argmax(s.params) || (draw_on_backend_ && is_backend_drawable(s.params)));
+        !constrained_now(s) &&
+        (is_plain_argmax(s.draw_params()) || (draw_on_backend_ && is_backend_drawable(s.draw_params())));
     if (!on_backend) draws.host_rows.push_back(int32_t(sampled.size()));
-    draws.rows.push_back(on_backend ? backend_draw(s.params, s.rng) : RowSampling{});
-    draws.logprobs.push_back(on_backend ? s.params.logprobs : -1);
+    draws.rows.push_back(on_backend ? backend_draw(s.draw_params(), s.rng) : RowSampling{});
+    draws.logprobs.push_back(on_backend ? s.draw_params().logprobs : -1);
     sampled.push_back(&s);
   }
   // Penalties and logit bias of the backend's rows become edits of their logits, one row per
@@ -165,13 +175,15 @@ std::vector<TokenOutput> Engine::step() {
   };
   std::vector<std::vector<LogitEdit>> edits(sampled.size());
   bool any = false;
-  for (size_t r = 0; r < sampled.size(); ++r) any = any || (!on_host(r) && has_penalties(sampled[r]->params));
+  for (size_t r = 0; r < sampled.size(); ++r)
+    any = any || (!on_host(r) && has_penalties(sampled[r]->draw_params()));
   if (any)
     ThreadPool::global().parallel_for(int64_t(sampled.size()), 1, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const Sequence& s = *sampled[size_t(r)];
         if (!on_host(size_t(r)))
-          append_logit_edits(s.params, s.tokens, s.num_prompt_tokens, model_.vocab_size(), int32_t(r), edits[size_t(r)]);
+          append_logit_edits(s.draw_params(), s.tokens, s.num_prompt_tokens, model_.vocab_size(), int32_t(r),
+                             edits[size_t(r)]);
       }
     });
   for (const auto& e : edits) draws.edits.insert(draws.edits.end(), e.begin(), e.end());
@@ -221,7 +233,7 @@ std::vector<TokenOutput> Engine::step() {
       if (s.status == SeqStatus::Finished) continue;
       const float* row = logits.logits.data() + size_t(h) * size_t(logits.vocab);
       if (!constrained_now(s)) {
-        results[r] = sample(row, logits.vocab, s.params, s.tokens, s.num_prompt_tokens, s.rng);
+        results[r] = sample(row, logits.vocab, s.draw_params(), s.tokens, s.num_prompt_tokens, s.rng);
       } else {
         try {  // a grammar too ambiguous to follow fails its own sequence, not the step
           if (auto res = sample_constrained(row, logits.vocab, s)) results[r] = std::move(*res);
@@ -281,8 +293,9 @@ bool Engine::can_launch_next(const std::vector<ScheduledSeq>& batch, const Draws
     return false;
   for (const ScheduledSeq& b : batch) {
     const Sequence& s = *b.seq;
-    if (s.status != SeqStatus::Running || b.num_new_tokens != 1 || s.num_computed_tokens + 1 != s.num_tokens() ||
-        has_penalties(s.params) || s.num_generated() + 1 >= s.max_tokens)
+    if (s.status != SeqStatus::Running || b.num_new_tokens != 1 ||
+        s.num_computed_tokens + 1 != s.num_tokens() || has_penalties(s.draw_params()) ||
+        s.num_generated() + 1 >= s.max_tokens)
       return false;
   }
   for (const ScheduledSeq& b : batch)  // what the scheduler's next step would take

@@ -33,6 +33,7 @@ struct Request {
   std::vector<int32_t> prompt;
   SamplingParams params;
   int max_tokens = 16;
+  int min_tokens = 0;                   // no stop token is drawn before this many (vLLM's min_tokens)
   std::vector<int32_t> stop_token_ids;  // EOS ids and any the caller adds
   std::optional<uint64_t> seed;         // none: a random seed
   int prompt_logprobs = -1;             // see Sequence::prompt_logprobs

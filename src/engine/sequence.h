@@ -30,6 +30,10 @@ struct Sequence {
   std::vector<SampleResult> prompt_scores;  // [num_prompt_tokens - 1]: tokens 1.. of the prompt
   int max_tokens = 0;                   // generated tokens allowed
   std::vector<int32_t> stop_token_ids;  // finish when one is generated (EOS unless ignored)
+  // Before min_tokens are generated the stop tokens are not drawn: its draws take
+  // min_tokens_params, the params with those tokens' logits biased to -inf.
+  int min_tokens = 0;
+  SamplingParams min_tokens_params;
   Rng rng;
   std::optional<grammar::Matcher> matcher;  // with params.constraint: where the output stands in it
   grammar::MaskCache masks;                  // the allowed tokens of its matcher's recent states
@@ -46,6 +50,10 @@ struct Sequence {
 
   int num_tokens() const { return int(tokens.size()); }
   int num_generated() const { return num_tokens() - num_prompt_tokens; }
+  // The parameters of its next draw.
+  const SamplingParams& draw_params() const {
+    return num_generated() < min_tokens ? min_tokens_params : params;
+  }
   // Whether its steps still score the prompt (prompt_logprobs, until the first token).
   bool scores_prompt() const { return prompt_logprobs >= 0 && num_generated() == 0; }
 };

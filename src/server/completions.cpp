@@ -84,11 +84,17 @@ std::vector<ChoiceSpec> build_choices(const Server::State& st, const GenerationR
               std::to_string(n + std::max<int64_t>(max_tokens, 1)) + " (" + std::to_string(n) +
               " in the prompt, " + std::to_string(std::max<int64_t>(max_tokens, 1)) + " to generate)",
           r.max_tokens ? "max_tokens" : field);
+    if (r.min_tokens > max_tokens)
+      throw ApiError(400,
+                     "min_tokens (" + std::to_string(r.min_tokens) + ") exceeds the " +
+                         std::to_string(max_tokens) + " tokens this prompt leaves in the context",
+                     "min_tokens");
     for (int j = 0; j < r.n; ++j) {
       Request q;
       q.prompt = ids;
       q.params = r.params;
       q.max_tokens = int(max_tokens);
+      q.min_tokens = r.min_tokens;
       q.stop_token_ids = stop_ids;
       if (r.seed) q.seed = *r.seed + uint64_t(j);
       if (r.echo) q.prompt_logprobs = r.params.logprobs;  // -1 without logprobs

@@ -24,6 +24,7 @@ Generation::Generation(AsyncEngine& engine, const TextCodec* codec, std::vector<
     Choice& c = choices_.emplace_back(stop);
     c.prompt_index = s.prompt_index;
     c.num_prompt_tokens = int(s.request.prompt.size());
+    c.min_tokens = s.request.min_tokens;
     c.logprobs = s.request.params.logprobs >= 0;
     c.echo = s.echo, c.prompt_only = s.prompt_only;
     if (c.echo) c.prompt = s.request.prompt;
@@ -83,7 +84,7 @@ void Generation::consume(StreamEvent& e, ChoiceDelta& d) {
   if (!stop_token) {
     std::string piece = c.decoder ? c.decoder->push(e.token) : std::string();
     if (e.finished && c.decoder) piece += c.decoder->flush();
-    StopMatcher::Result r = c.stop.push(piece);
+    StopMatcher::Result r = c.stop.push(piece, /*may_stop=*/c.generated >= c.min_tokens);
     d.token_ids.push_back(e.token);
     if (c.logprobs) d.logprobs.push_back({e.token, true, e.sample.logprob, std::move(e.sample.top), c.text_len});
     emit(c, d, r.text);

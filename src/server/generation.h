@@ -87,6 +87,7 @@ class Generation {
     int num_prompt_tokens = 0;
     int cached_tokens = 0;
     int generated = 0;
+    int min_tokens = 0;  // stop strings count from this many tokens on
     bool logprobs = false;
     bool echo = false, prompt_only = false;
     std::vector<int32_t> prompt;  // with echo

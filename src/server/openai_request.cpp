@@ -189,9 +189,9 @@ void parse_output_format(const json& body, const std::string& raw, GenerationReq
   if (!asked.empty()) r.output_param = asked[0];
 }
 
-// Fields both endpoints share. min_tokens: the least max_tokens accepted (0 only for a
+// Fields both endpoints share. least_max_tokens: the least max_tokens accepted (0 only for a
 // completion that echoes its prompt).
-void parse_common(const json& body, GenerationRequest& r, const std::string& raw, int min_tokens = 1) {
+void parse_common(const json& body, GenerationRequest& r, const std::string& raw, int least_max_tokens = 1) {
   r.model = model_name(body);
   SamplingParams& p = r.params;
   if (auto x = number(body, "temperature", 0, 2)) p.temperature = float(*x);
@@ -224,9 +224,11 @@ void parse_common(const json& body, GenerationRequest& r, const std::string& raw
     }
   }
 
-  auto mt = integer(body, "max_completion_tokens", min_tokens, std::numeric_limits<int32_t>::max());
-  if (!mt) mt = integer(body, "max_tokens", min_tokens, std::numeric_limits<int32_t>::max());
+  auto mt = integer(body, "max_completion_tokens", least_max_tokens, std::numeric_limits<int32_t>::max());
+  if (!mt) mt = integer(body, "max_tokens", least_max_tokens, std::numeric_limits<int32_t>::max());
   if (mt) r.max_tokens = int(*mt);
+  r.min_tokens = int(integer(body, "min_tokens", 0, std::numeric_limits<int32_t>::max()).value_or(0));
+  if (r.max_tokens && r.min_tokens > *r.max_tokens) bad("min_tokens", "must not exceed max_tokens");
   r.n = int(integer(body, "n", 1, 128).value_or(1));
   if (auto s =
           integer(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()))

@@ -4,11 +4,11 @@
 
 namespace tessera::server {
 
-StopMatcher::Result StopMatcher::push(const std::string& piece) {
+StopMatcher::Result StopMatcher::push(const std::string& piece, bool may_stop) {
   Result r;
   if (stopped_) return r;
   held_ += piece;
-  if (stops_.empty()) {
+  if (stops_.empty() || !may_stop) {
     r.text = std::move(held_);
     held_.clear();
     return r;

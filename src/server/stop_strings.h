@@ -15,7 +15,8 @@ class StopMatcher {
     std::string text;      // safe to send now
     bool stopped = false;  // a stop string was found; `text` ends right before it
   };
-  Result push(const std::string& piece);
+  // may_stop false (before a request's min_tokens): the text goes out whole, matching nothing.
+  Result push(const std::string& piece, bool may_stop = true);
   // End of the sequence: everything still held back.
   std::string flush();
 

@@ -8,6 +8,7 @@
 
 #include "engine/constrained.h"
 #include "grammar/json_schema.h"
+#include "grammar/regex.h"
 #include "grammar/vocab.h"
 
 using namespace tessera;
@@ -182,4 +183,43 @@ TEST(Constrained, ReasoningTagsOfSeveralTokens) {
   Sequence s = constrained(schema, 0.0f, 0, true, false, open, close);
   advance_constrained(s, kOpen);
   EXPECT_THROW(advance_constrained(s, 1), tessera::Error);
+}
+
+// Before min_tokens a complete text does not stop while the grammar can go on; where it cannot,
+// the stop token is allowed (the grammar's end comes first).
+TEST(Constrained, MinTokensHoldsTheStopWhileTheTextCanGoOn) {
+  constexpr int32_t kOne = 8;  // "1"
+  Sequence n = constrained(R"({"type": "integer"})", 0.0f, 0);
+  n.min_tokens = 4;
+  const int V = n.params.constraint->vocab->size();
+  std::vector<float> logits(static_cast<size_t>(V), 0.0f);
+  logits[kStop] = 50.0f;
+  logits[kOne] = 1.0f;  // then more digits (whitespace would end the number, and the text)
+  n.tokens.push_back(kOne);
+  advance_constrained(n, kOne);
+  while (n.num_generated() < n.min_tokens) {
+    ASSERT_TRUE(n.matcher->complete()) << "without min_tokens the stop would be drawn here";
+    auto r = sample_constrained(logits.data(), V, n);
+    ASSERT_TRUE(r);
+    ASSERT_NE(r->token, kStop) << "after " << n.num_generated() << " tokens";
+    n.tokens.push_back(r->token);
+    advance_constrained(n, r->token);
+  }
+  ASSERT_TRUE(n.matcher->complete());
+  auto r = sample_constrained(logits.data(), V, n);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->token, kStop) << "from min_tokens on";
+
+  // A grammar that ends: after "1" nothing can follow, so the stop comes before min_tokens.
+  Sequence one = n;
+  one.params.constraint = std::make_shared<const grammar::Constraint>(
+      grammar::Constraint{grammar::regex_grammar("1"), n.params.constraint->vocab});
+  start_constrained(one);
+  one.tokens = {1};
+  one.tokens.push_back(kOne);
+  advance_constrained(one, kOne);
+  ASSERT_LT(one.num_generated(), one.min_tokens);
+  r = sample_constrained(logits.data(), V, one);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->token, kStop);
 }

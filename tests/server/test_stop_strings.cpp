@@ -55,6 +55,20 @@ TEST(StopMatcher, NothingAfterAStop) {
   EXPECT_EQ(m.flush(), "");
 }
 
+// Before a request's min_tokens the text goes out whole and matches nothing; a stop string in
+// the text after it still ends the text.
+TEST(StopMatcher, PiecesThatMayNotStop) {
+  StopMatcher m({"ab"});
+  auto r = m.push("xab", /*may_stop=*/false);
+  EXPECT_EQ(r.text, "xab");
+  EXPECT_FALSE(r.stopped);
+  r = m.push("a", /*may_stop=*/false);
+  EXPECT_EQ(r.text, "a");  // not held back: it cannot start a match
+  r = m.push("cab");
+  EXPECT_EQ(r.text, "c");
+  EXPECT_TRUE(r.stopped);
+}
+
 TEST(StopMatcher, MultiByteCharactersAreNeverSplit) {
   StopMatcher m({"é!"});  // the held tail is a whole prefix of the stop, bytes included
   EXPECT_EQ(feed(m, {"caf", "é", " ok é", "!"}), std::make_pair(std::string("café ok "), true));

@@ -98,6 +98,22 @@ run({
     }
   },
 
+  async 'min_tokens (vLLM): no stop token before that many tokens'() {
+    const greedy = await complete({ prompt: prompt_ids(10, 4), max_tokens: 10, temperature: 0, ignore_eos: true });
+    const ids = greedy.choices[0].token_ids;
+    for (const stream of [false, true]) {
+      // The greedy's first token is a stop id: without min_tokens the text ends at once; with
+      // min_tokens 4 the first four tokens are drawn from the others, and the fifth may stop.
+      const params = { prompt: prompt_ids(10, 4), max_tokens: 10, temperature: 0, ignore_eos: true, stop_token_ids: [ids[0]] };
+      const at_once = stream ? await complete_streamed(params) : await complete(params);
+      assert.equal(at_once.usage.completion_tokens, 1);
+      const r = stream ? await complete_streamed({ ...params, min_tokens: 4 }) : await complete({ ...params, min_tokens: 4 });
+      const got = r.choices[0].token_ids;
+      assert.ok(r.usage.completion_tokens >= 5, `stream=${stream}: ${r.usage.completion_tokens} tokens`);
+      assert.ok(got.slice(0, 4).every((t) => t !== ids[0]), `stream=${stream}: ${got}`);
+    }
+  },
+
   async 'logprobs: the sampled token and the top N, streamed equals non-streamed'() {
     const params = { prompt: prompt_ids(8, 5), max_tokens: 6, temperature: 0, logprobs: 3, ignore_eos: true };
     const r = await complete(params);

@@ -47,6 +47,7 @@ run({
       [{ prompt: [1, -2] }, 'prompt'], [{ prompt: [1, 99999] }, 'prompt'], [{ prompt: { a: 1 } }, 'prompt'],
       [{ prompt: undefined }, 'prompt'], [{ stop_token_ids: [99999] }, 'stop_token_ids'], [{ top_k: -5 }, 'top_k'],
       [{ min_p: 2 }, 'min_p'], [{ repetition_penalty: 0 }, 'repetition_penalty'], [{ model: 7 }, 'model'],
+      [{ min_tokens: -1 }, 'min_tokens'], [{ min_tokens: 3 }, 'min_tokens'], [{ min_tokens: 1.5 }, 'min_tokens'],
     ];
     for (const [patch, param] of cases) await expect_error('/v1/completions', { ...ok, ...patch }, 400, param);
     await expect_error('/v1/chat/completions', { model }, 400, 'messages');
@@ -147,7 +148,7 @@ run({
     const values = [null, true, false, 0, -1, 1.5, 1e308, -1e308, 2 ** 63, '', 'x', [], {}, [[]], ['a'], [1, 'a'], { a: 1 }, [-5], '\u0000\ud800'];
     const fields = ['model', 'prompt', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'top_k', 'min_p',
       'presence_penalty', 'frequency_penalty', 'repetition_penalty', 'seed', 'stop', 'stop_token_ids', 'n', 'logprobs',
-      'logit_bias', 'stream', 'stream_options', 'response_format', 'ignore_eos', 'return_token_ids', 'best_of', 'echo', 'suffix', 'user',
+      'logit_bias', 'stream', 'stream_options', 'response_format', 'ignore_eos', 'return_token_ids', 'best_of', 'echo', 'suffix', 'user', 'min_tokens',
       'guided_json', 'guided_choice', 'guided_regex', 'guided_grammar', 'grammar', 'structured_outputs'];
     for (const f of fields)
       for (const v of values) {
