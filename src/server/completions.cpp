@@ -338,8 +338,9 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
         ready->store(true);
         w->wake();
       };
-    auto gen = std::make_unique<Generation>(*st.engine, st.codec, std::move(choices), r.stop, st.metrics, t0,
-                                            std::move(on_event), parser ? &*parser : nullptr);
+    TextOptions text{r.stop, r.include_stop_str_in_output, r.skip_special_tokens};
+    auto gen = std::make_unique<Generation>(*st.engine, st.codec, std::move(choices), std::move(text), st.metrics,
+                                            t0, std::move(on_event), parser ? &*parser : nullptr);
     if (!s) {
       respond_whole(st, ctx, *gen, res, t0);
       return;

@@ -16,24 +16,24 @@ void ChoiceDelta::append(const ChoiceDelta& d) {
 }
 
 Generation::Generation(AsyncEngine& engine, const TextCodec* codec, std::vector<ChoiceSpec> specs,
-                       std::vector<std::string> stop, Metrics& metrics, Clock::time_point arrival,
+                       TextOptions text, Metrics& metrics, Clock::time_point arrival,
                        std::function<void()> on_event, const tools::ParserOptions* parser)
-    : engine_(engine), codec_(codec), metrics_(metrics), arrival_(arrival) {
+    : engine_(engine), codec_(codec), metrics_(metrics), include_stop_(text.include_stop), arrival_(arrival) {
   std::vector<Request> reqs;
   for (auto& s : specs) {
-    Choice& c = choices_.emplace_back(stop);
+    Choice& c = choices_.emplace_back(text.stop);
     c.prompt_index = s.prompt_index;
     c.num_prompt_tokens = int(s.request.prompt.size());
     c.min_tokens = s.request.min_tokens;
     c.logprobs = s.request.params.logprobs >= 0;
     c.echo = s.echo, c.prompt_only = s.prompt_only;
     if (c.echo) c.prompt = s.request.prompt;
-    if (codec) c.decoder = codec->decoder(/*keep_special=*/parser != nullptr);
+    if (codec) c.decoder = codec->decoder(/*keep_special=*/parser != nullptr || !text.skip_special);
     if (codec && parser) {
       tools::ParserOptions o = *parser;
       o.call_id_prefix += std::to_string(choices_.size() - 1) + "_";
       c.parser = tools::make_parser(o);
-      c.content_filter = std::make_unique<SpecialTextFilter>(codec->special_texts());
+      if (text.skip_special) c.content_filter = std::make_unique<SpecialTextFilter>(codec->special_texts());
     }
     reqs.push_back(std::move(s.request));
   }
@@ -87,7 +87,7 @@ void Generation::consume(StreamEvent& e, ChoiceDelta& d) {
     StopMatcher::Result r = c.stop.push(piece, /*may_stop=*/c.generated >= c.min_tokens);
     d.token_ids.push_back(e.token);
     if (c.logprobs) d.logprobs.push_back({e.token, true, e.sample.logprob, std::move(e.sample.top), c.text_len});
-    emit(c, d, r.text);
+    emit(c, d, r.stopped && include_stop_ ? r.text + r.stop : r.text);
     if (r.stopped) {
       stream_->cancel(e.index);
       finish(c, d, "stop");
@@ -129,8 +129,10 @@ void Generation::emit(Choice& c, ChoiceDelta& d, const std::string& text) {
 // Parser output into the delta; its content without special tokens' text (`last` flushes).
 void Generation::add_parsed(Choice& c, ChoiceDelta& d, tools::Delta p, bool last) {
   c.has_calls = c.has_calls || !p.tool_calls.empty();
-  p.content = c.content_filter->push(p.content);
-  if (last) p.content += c.content_filter->flush();
+  if (c.content_filter) {
+    p.content = c.content_filter->push(p.content);
+    if (last) p.content += c.content_filter->flush();
+  }
   d.parsed.append(std::move(p));
 }
 

@@ -46,6 +46,13 @@ struct Usage {
   int64_t cached_tokens = 0;
 };
 
+// How each choice's tokens become text: its stop strings, and vLLM's two switches.
+struct TextOptions {
+  std::vector<std::string> stop;
+  bool include_stop = false;  // a stop string found stays at the end of the text
+  bool skip_special = true;   // special tokens' text is left out (with a parser: of the content)
+};
+
 // One sequence to run: the engine request and the choice it answers.
 struct ChoiceSpec {
   Request request;
@@ -64,7 +71,7 @@ class Generation {
   // each choice's text, detokenized with special tokens kept, after stop strings, goes through
   // its own tools::StreamParser (call ids get the choice index added to the prefix).
   Generation(AsyncEngine& engine, const TextCodec* codec, std::vector<ChoiceSpec> choices,
-             std::vector<std::string> stop, Metrics& metrics, Clock::time_point arrival,
+             TextOptions text, Metrics& metrics, Clock::time_point arrival,
              std::function<void()> on_event = {}, const tools::ParserOptions* parser = nullptr);
   ~Generation();  // cancels whatever still runs (the client left)
   Generation(const Generation&) = delete;
@@ -94,7 +101,7 @@ class Generation {
     std::unique_ptr<TextDecoder> decoder;
     StopMatcher stop;
     std::unique_ptr<tools::StreamParser> parser;
-    std::unique_ptr<SpecialTextFilter> content_filter;  // with a parser
+    std::unique_ptr<SpecialTextFilter> content_filter;  // with a parser, unless special text is kept
     bool has_calls = false;
     size_t text_len = 0;
     bool finished = false;
@@ -111,6 +118,7 @@ class Generation {
   AsyncEngine& engine_;
   const TextCodec* codec_;
   Metrics& metrics_;
+  bool include_stop_ = false;
   Clock::time_point arrival_;
   std::vector<Choice> choices_;
   std::shared_ptr<RequestStream> stream_;

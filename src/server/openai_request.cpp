@@ -253,6 +253,8 @@ void parse_common(const json& body, GenerationRequest& r, const std::string& raw
     r.stop_token_ids = token_ids(*v, "stop_token_ids");
   }
   r.ignore_eos = boolean(body, "ignore_eos").value_or(false);
+  r.include_stop_str_in_output = boolean(body, "include_stop_str_in_output").value_or(false);
+  r.skip_special_tokens = boolean(body, "skip_special_tokens").value_or(true);
   r.return_token_ids = boolean(body, "return_token_ids").value_or(false);
 
   r.stream = boolean(body, "stream").value_or(false);

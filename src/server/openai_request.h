@@ -39,6 +39,8 @@ struct GenerationRequest {
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;  // extension (vLLM): finish on these ids too
   bool ignore_eos = false;              // extension (vLLM)
+  bool include_stop_str_in_output = false;  // extension (vLLM): a stop string found ends the text
+  bool skip_special_tokens = true;          // extension (vLLM): false keeps special tokens' text
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
   bool return_token_ids = false;  // extension (vLLM): prompt and generated ids in the response

@@ -13,9 +13,13 @@ StopMatcher::Result StopMatcher::push(const std::string& piece, bool may_stop) {
     held_.clear();
     return r;
   }
-  // The earliest complete match wins (as if the text were scanned left to right).
+  // The earliest complete match wins (as if the text were scanned left to right), the longest
+  // of those that start there.
   size_t first = std::string::npos;
-  for (const auto& s : stops_) first = std::min(first, held_.find(s));
+  for (const auto& s : stops_) {
+    const size_t at = held_.find(s);
+    if (at != std::string::npos && (at < first || (at == first && s.size() > r.stop.size()))) first = at, r.stop = s;
+  }
   if (first != std::string::npos) {
     r.text = held_.substr(0, first);
     r.stopped = stopped_ = true;

@@ -14,6 +14,7 @@ class StopMatcher {
   struct Result {
     std::string text;      // safe to send now
     bool stopped = false;  // a stop string was found; `text` ends right before it
+    std::string stop;      // the one found
   };
   // may_stop false (before a request's min_tokens): the text goes out whole, matching nothing.
   Result push(const std::string& piece, bool may_stop = true);

@@ -55,6 +55,15 @@ TEST(StopMatcher, NothingAfterAStop) {
   EXPECT_EQ(m.flush(), "");
 }
 
+// The stop string found: the earliest, and the longest of those starting there.
+TEST(StopMatcher, NamesTheStopFound) {
+  StopMatcher m({"cd", "b", "bc"});
+  auto r = m.push("abcd");
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.text, "a");
+  EXPECT_EQ(r.stop, "bc");
+}
+
 // Before a request's min_tokens the text goes out whole and matches nothing; a stop string in
 // the text after it still ends the text.
 TEST(StopMatcher, PiecesThatMayNotStop) {

@@ -149,6 +149,7 @@ run({
     const fields = ['model', 'prompt', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'top_k', 'min_p',
       'presence_penalty', 'frequency_penalty', 'repetition_penalty', 'seed', 'stop', 'stop_token_ids', 'n', 'logprobs',
       'logit_bias', 'stream', 'stream_options', 'response_format', 'ignore_eos', 'return_token_ids', 'best_of', 'echo', 'suffix', 'user', 'min_tokens',
+      'include_stop_str_in_output', 'skip_special_tokens',
       'guided_json', 'guided_choice', 'guided_regex', 'guided_grammar', 'grammar', 'structured_outputs'];
     for (const f of fields)
       for (const v of values) {

@@ -83,6 +83,19 @@ run({
     }
   },
 
+  async 'include_stop_str_in_output (vLLM): the stop string found ends the text'() {
+    const base_params = { prompt, max_tokens: 40, temperature: 0, ignore_eos: true };
+    const full = (await client.completions.create({ model, ...base_params })).choices[0].text;
+    const stop = full.slice(Math.floor(full.length / 2), Math.floor(full.length / 2) + 5);
+    const expected = full.slice(0, full.indexOf(stop)) + stop;
+    for (const stream of [false, true]) {
+      const params = { ...base_params, stop: ['never appears', stop], include_stop_str_in_output: true };
+      const r = stream ? await streamed(params) : await client.completions.create({ model, ...params });
+      assert.equal(r.choices[0].text, expected, `stream=${stream}`);
+      assert.equal(r.choices[0].finish_reason, 'stop');
+    }
+  },
+
   async 'logprobs name the tokens by their text'() {
     const r = await client.completions.create({ model, prompt, max_tokens: 8, temperature: 0, logprobs: 2 });
     const lp = r.choices[0].logprobs;

@@ -201,6 +201,12 @@ const off = {
     assert.equal(m.finish_reason, 'stop');
   },
 
+  async 'skip_special_tokens false (vLLM): the special tokens\' text stays in the content'() {
+    const m = await both({ skip_special_tokens: false });
+    assert.equal(m.content, '<think>Checking the weather.</think><tool_call>' +
+                 '{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>');
+  },
+
   async 'without parsers, tool_choice required still yields the call, held from the first token'() {
     const m = await both({ tool_choice: 'required' });
     assert.equal(m.reasoning_content, null);
