@@ -175,7 +175,7 @@ TEST(Generation, StopStringsSpanTokensAndCountTheTokensUpToTheStop) {
   LetterCodec codec;
   AsyncEngine async(f.engine());
   Metrics metrics;
-  Generation g(async, &codec, {{r, 0}}, {stop}, metrics, Generation::Clock::now());
+  Generation g(async, &codec, {{r, 0}}, TextOptions{{stop}}, metrics, Generation::Clock::now());
   ChoiceDelta all;
   while (!g.done())
     for (auto& d : g.next(kWait)) all.append(d);
