@@ -53,9 +53,10 @@ bool closes_reasoning(Sequence& s, int32_t t) {
   std::vector<int32_t>& tail = s.tag_tokens;
   tail.push_back(t);
   if (tail.size() > longest) tail.erase(tail.begin(), tail.end() - std::ptrdiff_t(longest));
-  for (const auto& tag : close)
-    if (!tag.empty() && tail.size() >= tag.size() && std::equal(tag.begin(), tag.end(), tail.end() - std::ptrdiff_t(tag.size())))
-      return true;
+  for (const auto& tag : close) {
+    const auto n = std::ptrdiff_t(tag.size());
+    if (n > 0 && std::ptrdiff_t(tail.size()) >= n && std::equal(tag.begin(), tag.end(), tail.end() - n)) return true;
+  }
   return false;
 }
 

@@ -84,10 +84,11 @@ std::vector<ChoiceSpec> build_choices(const Server::State& st, const GenerationR
               std::to_string(n + std::max<int64_t>(max_tokens, 1)) + " (" + std::to_string(n) +
               " in the prompt, " + std::to_string(std::max<int64_t>(max_tokens, 1)) + " to generate)",
           r.max_tokens ? "max_tokens" : field);
-    if (r.min_tokens > max_tokens)
+    if (const int64_t most = prompt_only ? 0 : max_tokens; r.min_tokens > most)
       throw ApiError(400,
-                     "min_tokens (" + std::to_string(r.min_tokens) + ") exceeds the " +
-                         std::to_string(max_tokens) + " tokens this prompt leaves in the context",
+                     "min_tokens (" + std::to_string(r.min_tokens) + ") exceeds " +
+                         (r.max_tokens ? "max_tokens (" + std::to_string(most) + ")"
+                                       : "the " + std::to_string(most) + " tokens left in the context"),
                      "min_tokens");
     for (int j = 0; j < r.n; ++j) {
       Request q;
@@ -144,11 +145,11 @@ std::shared_ptr<const grammar::Constraint> output_constraint(const Server::State
   if (r.endpoint == Endpoint::Chat && tags) {
     // Each tag as the model's tokens; an open tag only where its first token is a special one
     // (no text of its own), which output the grammar holds cannot begin with.
+    auto special = [&](int32_t id) { return id < c.vocab->size() && c.vocab->bytes(id).empty(); };
     auto tag_tokens = [&](const std::vector<std::string>& texts, bool open) {
       std::vector<std::vector<int32_t>> seqs;
       for (const auto& t : texts)
-        if (auto e = st.codec->encode(t, false); !e.empty() && (!open || (e[0] < c.vocab->size() && c.vocab->bytes(e[0]).empty())))
-          seqs.push_back(std::move(e));
+        if (auto e = st.codec->encode(t, false); !e.empty() && (!open || special(e[0]))) seqs.push_back(std::move(e));
       return seqs;
     };
     c.reasoning_open = tag_tokens(tags->open, true);

@@ -228,7 +228,6 @@ void parse_common(const json& body, GenerationRequest& r, const std::string& raw
   if (!mt) mt = integer(body, "max_tokens", least_max_tokens, std::numeric_limits<int32_t>::max());
   if (mt) r.max_tokens = int(*mt);
   r.min_tokens = int(integer(body, "min_tokens", 0, std::numeric_limits<int32_t>::max()).value_or(0));
-  if (r.max_tokens && r.min_tokens > *r.max_tokens) bad("min_tokens", "must not exceed max_tokens");
   r.n = int(integer(body, "n", 1, 128).value_or(1));
   if (auto s =
           integer(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()))

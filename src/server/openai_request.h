@@ -30,7 +30,9 @@ struct GenerationRequest {
   ChatInput chat;                    // chat: the conversation to render
   SamplingParams params;             // logprobs < 0: none
   std::optional<int> max_tokens;     // none: up to the context length; 0 only with echo
-  int min_tokens = 0;                // extension (vLLM): no EOS, stop id or stop string before this many
+  // Extension (vLLM): no EOS, stop id or stop string before this many; at most what max_tokens
+  // (or the context) allows, checked with the prompt.
+  int min_tokens = 0;
   // Completions: the prompt's text (and, with logprobs, its tokens' logprobs) before each
   // choice's completion, as OpenAI's legacy API gives them for scoring.
   bool echo = false;

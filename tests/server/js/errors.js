@@ -48,6 +48,7 @@ run({
       [{ prompt: undefined }, 'prompt'], [{ stop_token_ids: [99999] }, 'stop_token_ids'], [{ top_k: -5 }, 'top_k'],
       [{ min_p: 2 }, 'min_p'], [{ repetition_penalty: 0 }, 'repetition_penalty'], [{ model: 7 }, 'model'],
       [{ min_tokens: -1 }, 'min_tokens'], [{ min_tokens: 3 }, 'min_tokens'], [{ min_tokens: 1.5 }, 'min_tokens'],
+      [{ echo: true, max_tokens: 0, min_tokens: 1 }, 'min_tokens'],
     ];
     for (const [patch, param] of cases) await expect_error('/v1/completions', { ...ok, ...patch }, 400, param);
     await expect_error('/v1/chat/completions', { model }, 400, 'messages');
