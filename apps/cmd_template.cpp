@@ -1,6 +1,7 @@
 // tessera template: render a chat template for a conversation, exactly as transformers would.
 //   tessera template -m DIR --context FILE.json [--template FILE.jinja]
-// Prints the prompt with nothing added; a template error goes to stderr with exit code 2.
+// Prints the prompt with nothing added (continue_final_message true in the context cuts it where the
+// final message ends, as transformers does); a template error goes to stderr with exit code 2.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -17,7 +18,9 @@ int run(int argc, char** argv) {
   CLI::App app{"Render a model's chat template for a conversation (messages, tools, variables)", "tessera template"};
   std::string model_dir, context_file, template_file;
   app.add_option("-m,--model", model_dir, "model directory (tokenizer_config.json, chat_template.jinja, ...)");
-  app.add_option("--context", context_file, "JSON object: messages, tools, add_generation_prompt, other variables")
+  app.add_option(
+         "--context", context_file,
+         "JSON object: messages, tools, add_generation_prompt, continue_final_message, other variables")
       ->required();
   app.add_option("--template,--chat-template", template_file, "render this template file instead of the model's");
   try {

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "chat/parser.h"
+#include "chat/text.h"
 #include "core/error.h"
 
 namespace tessera {
@@ -26,6 +27,32 @@ std::shared_ptr<const chat::Program> parse_cached(const std::string& source) {
   for (auto it = cache.begin(); it != cache.end();) it = it->second.expired() ? cache.erase(it) : std::next(it);
   cache[source] = program;
   return program;
+}
+
+// transformers' continue_final_message: the render is cut where the final message's text ends,
+// found as its last occurrence with surrounding whitespace stripped; the whitespace after it is
+// kept only when the template kept it.
+std::string cut_after_final_message(const std::string& rendered, const nlohmann::ordered_json& messages) {
+  if (!messages.is_array() || messages.empty() || !messages.back().is_object())
+    throw Error("continue_final_message is set but there is no final message to continue");
+  const nlohmann::ordered_json& content = messages.back().value("content", nlohmann::ordered_json());
+  std::string final_text;
+  bool found = content.is_string();
+  if (found) final_text = content.get<std::string>();
+  if (content.is_array())  // the last text part
+    for (auto it = content.rbegin(); it != content.rend() && !found; ++it)
+      if (it->is_object() && it->contains("text") && (*it)["text"].is_string())
+        final_text = (*it)["text"].get<std::string>(), found = true;
+  if (!found) throw Error("continue_final_message is set but the final message has no text to continue");
+  const std::string stripped = chat::text::strip(final_text, std::nullopt, true, true);
+  const size_t at = rendered.rfind(stripped);
+  if (at == std::string::npos)
+    throw Error(
+        "continue_final_message is set but the final message does not appear in the rendered chat "
+        "(the chat template changes or drops part of it)");
+  const std::string lstripped = chat::text::strip(final_text, std::nullopt, true, false);
+  const bool kept = rendered.compare(at, lstripped.size(), final_text) == 0;
+  return rendered.substr(0, at + (kept ? lstripped.size() : stripped.size()));
 }
 
 std::string read_text(const std::filesystem::path& p) {
@@ -132,6 +159,18 @@ const ChatTemplate::Named& ChatTemplate::select(const nlohmann::ordered_json& co
 
 std::string ChatTemplate::render(const nlohmann::ordered_json& context, const chat::RenderOptions& opts) const {
   if (!context.is_object()) throw Error("chat template context must be a JSON object");
+  // An argument of apply_chat_template, not a template variable.
+  auto flag = [&](const char* key) {
+    auto it = context.find(key);
+    if (it == context.end() || it->is_null()) return false;
+    if (!it->is_boolean()) throw Error(std::string(key) + " must be true or false");
+    return it->get<bool>();
+  };
+  const bool continue_final = flag("continue_final_message");
+  if (continue_final && flag("add_generation_prompt"))
+    throw Error(
+        "continue_final_message and add_generation_prompt cannot both be true: one continues the final "
+        "message, the other opens a new one");
   const Named& t = select(context);
   chat::Value vars = chat::Value::new_dict();
   auto& d = *vars.dict;
@@ -140,9 +179,12 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& context, const ch
   d.set(chat::Value::string("documents"), chat::Value::none());
   d.set(chat::Value::string("add_generation_prompt"), chat::Value::boolean(false));
   for (auto& [k, v] : defaults_.items()) d.set(chat::Value::string(k), chat::from_json(v));
-  for (auto& [k, v] : context.items()) d.set(chat::Value::string(k), chat::from_json(v));
+  for (auto& [k, v] : context.items())
+    if (k != "continue_final_message") d.set(chat::Value::string(k), chat::from_json(v));
   chat::Interpreter interp(opts);
-  return interp.render(*t.program, vars);
+  std::string out = interp.render(*t.program, vars);
+  return continue_final ? cut_after_final_message(out, context.value("messages", nlohmann::ordered_json()))
+                        : out;
 }
 
 const std::string& ChatTemplate::source(const nlohmann::ordered_json& context) const {

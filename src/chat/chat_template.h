@@ -32,8 +32,11 @@ class ChatTemplate {
 
   // Renders `context` (an object: messages, tools, add_generation_prompt, and any other key as a
   // variable, like chat_template_kwargs). As transformers does, tools and documents default to
-  // None and add_generation_prompt to false. Throws chat::TemplateError with the template line and
-  // column when the template raises (raise_exception, undefined values, type errors, ...).
+  // None and add_generation_prompt to false. `continue_final_message` true is apply_chat_template's
+  // argument, not a variable: the render ends where the final message's text does, so the model
+  // continues it (tessera::Error where that text is not in the render, or with add_generation_prompt).
+  // Throws chat::TemplateError with the template line and column when the template raises
+  // (raise_exception, undefined values, type errors, ...).
   std::string render(const nlohmann::ordered_json& context, const chat::RenderOptions& opts = {}) const;
 
   // The source of the template render() would use for `context` (tool-call format detection reads it).

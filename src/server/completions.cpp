@@ -57,6 +57,24 @@ std::vector<std::vector<int32_t>> tokenize_prompts(const Server::State& st, cons
   return out;
 }
 
+// What an echoing choice opens with: a text prompt as sent (token ids are decoded later), or
+// the final message of a chat where it has the answer's role (vLLM's: the assistant's, or any
+// with no generation prompt), its text parts joined by newlines.
+std::optional<std::string> echo_text(const GenerationRequest& r, size_t prompt) {
+  if (r.endpoint != Endpoint::Chat)
+    return r.prompts[prompt].is_text ? std::optional(r.prompts[prompt].text) : std::nullopt;
+  const auto& last = r.chat.messages.back();
+  std::string text;
+  if (r.chat.add_generation_prompt && last.value("role", "") != "assistant") return text;
+  if (const auto c = last.find("content"); c != last.end() && c->is_string())
+    text = c->get<std::string>();
+  else if (c != last.end() && c->is_array())
+    for (const auto& part : *c)
+      if (part.is_object() && part.contains("text") && part["text"].is_string())
+        text += (text.empty() ? "" : "\n") + part["text"].get<std::string>();
+  return text;
+}
+
 // Builds the engine requests, one per (prompt, choice), enforcing the context length.
 std::vector<ChoiceSpec> build_choices(const Server::State& st, const GenerationRequest& r,
                                       const std::vector<std::vector<int32_t>>& prompts) {
@@ -98,8 +116,8 @@ std::vector<ChoiceSpec> build_choices(const Server::State& st, const GenerationR
       q.min_tokens = r.min_tokens;
       q.stop_token_ids = stop_ids;
       if (r.seed) q.seed = *r.seed + uint64_t(j);
-      if (r.echo) q.prompt_logprobs = r.params.logprobs;  // -1 without logprobs
-      out.push_back({std::move(q), int(p), r.echo, prompt_only});
+      if (r.echo && r.endpoint == Endpoint::Completion) q.prompt_logprobs = r.params.logprobs;  // -1: none
+      out.push_back({std::move(q), int(p), r.echo, prompt_only, r.echo ? echo_text(r, p) : std::nullopt});
     }
   }
   return out;

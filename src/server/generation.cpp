@@ -18,7 +18,12 @@ void ChoiceDelta::append(const ChoiceDelta& d) {
 Generation::Generation(AsyncEngine& engine, const TextCodec* codec, std::vector<ChoiceSpec> specs,
                        TextOptions text, Metrics& metrics, Clock::time_point arrival,
                        std::function<void()> on_event, const tools::ParserOptions* parser)
-    : engine_(engine), codec_(codec), metrics_(metrics), include_stop_(text.include_stop), arrival_(arrival) {
+    : engine_(engine),
+      codec_(codec),
+      metrics_(metrics),
+      include_stop_(text.include_stop),
+      skip_special_(text.skip_special),
+      arrival_(arrival) {
   std::vector<Request> reqs;
   for (auto& s : specs) {
     Choice& c = choices_.emplace_back(text.stop);
@@ -27,7 +32,9 @@ Generation::Generation(AsyncEngine& engine, const TextCodec* codec, std::vector<
     c.min_tokens = s.request.min_tokens;
     c.logprobs = s.request.params.logprobs >= 0;
     c.echo = s.echo, c.prompt_only = s.prompt_only;
-    if (c.echo) c.prompt = s.request.prompt;
+    if (c.echo) c.echo_text = s.echo_text;
+    // The prompt's tokens, where they are decoded or scored (a chat's echo needs neither).
+    if (c.echo && (!c.echo_text || s.request.prompt_logprobs >= 0)) c.prompt = s.request.prompt;
     if (codec) c.decoder = codec->decoder(/*keep_special=*/parser != nullptr || !text.skip_special);
     if (codec && parser) {
       tools::ParserOptions o = *parser;
@@ -103,18 +110,37 @@ void Generation::consume(StreamEvent& e, ChoiceDelta& d) {
 }
 
 void Generation::echo_prompt(Choice& c, ChoiceDelta& d, std::vector<SampleResult>& scores) {
-  std::unique_ptr<TextDecoder> decoder = codec_ ? codec_->decoder(/*keep_special=*/false) : nullptr;
-  const bool scored = c.logprobs && scores.size() + 1 == c.prompt.size();
+  const size_t start = c.text_len;
+  std::string text;
+  if (c.echo_text) {
+    text = *c.echo_text;
+  } else if (codec_) {
+    std::unique_ptr<TextDecoder> decoder = codec_->decoder(/*keep_special=*/!skip_special_);
+    for (int32_t id : c.prompt) text += decoder->push(id);
+    text += decoder->flush();
+  }
+  if (c.parser)
+    d.parsed.content += text;
+  else
+    d.text += text;
+  c.text_len += text.size();
+
+  if (!c.logprobs || c.prompt.empty() || scores.size() + 1 != c.prompt.size()) return;
+  // Each token's offset: its text (special tokens' kept) where the echoed text holds it there; a
+  // special token it does not hold (a BOS the tokenizer added) takes no room.
+  std::unique_ptr<TextDecoder> decoder = codec_ ? codec_->decoder(/*keep_special=*/true) : nullptr;
+  const std::vector<std::string> none;
+  const std::vector<std::string>& specials = codec_ ? codec_->special_texts() : none;
+  size_t pos = 0;
   for (size_t i = 0; i < c.prompt.size(); ++i) {
-    if (scored) {
-      TokenLogprob lp{c.prompt[i], i > 0, 0.0f, {}, c.text_len};
-      if (i > 0) lp.logprob = scores[i - 1].logprob, lp.top = std::move(scores[i - 1].top);
-      d.logprobs.push_back(std::move(lp));
-    }
+    TokenLogprob lp{c.prompt[i], i > 0, 0.0f, {}, start + pos};
+    if (i > 0) lp.logprob = scores[i - 1].logprob, lp.top = std::move(scores[i - 1].top);
+    d.logprobs.push_back(std::move(lp));
     std::string piece = decoder ? decoder->push(c.prompt[i]) : std::string();
-    if (i + 1 == c.prompt.size() && decoder) piece += decoder->flush();
-    d.text += piece;
-    c.text_len += piece.size();
+    if (text.compare(pos, piece.size(), piece) == 0)
+      pos += piece.size();
+    else if (std::find(specials.begin(), specials.end(), piece) == specials.end())
+      pos = std::min(pos + piece.size(), text.size());
   }
 }
 

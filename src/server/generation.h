@@ -4,6 +4,7 @@
 #pragma once
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,9 @@ struct ChoiceSpec {
   // engine generates is not shown or counted.
   bool echo = false;
   bool prompt_only = false;
+  // With echo, the text echoed: a text prompt as sent, or a chat's final message (vLLM's chat
+  // echo; no prompt tokens then). Unset: the prompt's tokens decoded.
+  std::optional<std::string> echo_text = std::nullopt;
 };
 
 class Generation {
@@ -97,7 +101,8 @@ class Generation {
     int min_tokens = 0;  // stop strings count from this many tokens on
     bool logprobs = false;
     bool echo = false, prompt_only = false;
-    std::vector<int32_t> prompt;  // with echo
+    std::vector<int32_t> prompt;  // with echo, unless a chat's
+    std::optional<std::string> echo_text;
     std::unique_ptr<TextDecoder> decoder;
     StopMatcher stop;
     std::unique_ptr<tools::StreamParser> parser;
@@ -109,7 +114,8 @@ class Generation {
     Clock::time_point first_token, last_token;
   };
   void consume(StreamEvent& e, ChoiceDelta& d);
-  // The echoed prompt: its text and, with logprobs, its tokens' (the first has none).
+  // The echoed prompt: its text and, with logprobs, its tokens' (the first has none); a chat's
+  // echo goes to the content.
   void echo_prompt(Choice& c, ChoiceDelta& d, std::vector<SampleResult>& scores);
   void finish(Choice& c, ChoiceDelta& d, const std::string& reason);
   void emit(Choice& c, ChoiceDelta& d, const std::string& text);
@@ -119,6 +125,7 @@ class Generation {
   const TextCodec* codec_;
   Metrics& metrics_;
   bool include_stop_ = false;
+  bool skip_special_ = true;
   Clock::time_point arrival_;
   std::vector<Choice> choices_;
   std::shared_ptr<RequestStream> stream_;

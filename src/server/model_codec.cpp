@@ -76,6 +76,7 @@ class ModelCodec : public TextCodec {
     ctx["messages"] = normalize_messages(in.messages);
     if (!in.tools.is_null()) ctx["tools"] = in.tools;
     ctx["add_generation_prompt"] = in.add_generation_prompt;
+    if (in.continue_final_message) ctx["continue_final_message"] = true;
     return chat_->render(ctx);
   }
 

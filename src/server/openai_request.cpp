@@ -112,7 +112,13 @@ ChatInput chat_input(const json& body, const std::string& raw) {
   if (field(body, "tools")) c.tools = ordered["tools"];
   c.template_kwargs = field(body, "chat_template_kwargs") ? ordered["chat_template_kwargs"]
                                                           : nlohmann::ordered_json::object();
-  c.add_generation_prompt = boolean(body, "add_generation_prompt").value_or(true);
+  // vLLM's: continuing the final message implies no generation prompt, and refuses one asked for.
+  c.continue_final_message = boolean(body, "continue_final_message").value_or(false);
+  std::optional<bool> generation_prompt = boolean(body, "add_generation_prompt");
+  if (c.continue_final_message && generation_prompt.value_or(false))
+    throw ApiError(400, "Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
+                   "continue_final_message");
+  c.add_generation_prompt = generation_prompt.value_or(!c.continue_final_message);
   return c;
 }
 
@@ -280,6 +286,7 @@ GenerationRequest parse_chat_request(const json& body, const SamplingParams& def
   parse_common(body, r, raw);
 
   r.chat = chat_input(body, raw);
+  r.echo = boolean(body, "echo").value_or(false);
   if (const json* c = field(body, "tool_choice")) {
     try {
       r.tool_choice = tools::ToolChoice::from_json(*c);

@@ -33,8 +33,9 @@ struct GenerationRequest {
   // Extension (vLLM): no EOS, stop id or stop string before this many; at most what max_tokens
   // (or the context) allows, checked with the prompt.
   int min_tokens = 0;
-  // Completions: the prompt's text (and, with logprobs, its tokens' logprobs) before each
-  // choice's completion, as OpenAI's legacy API gives them for scoring.
+  // Completions: the prompt's text as sent (and, with logprobs, its tokens' logprobs) before each
+  // choice's completion, as OpenAI's legacy API gives them for scoring. Chat (vLLM's): the final
+  // message's text before the content, where that message is the answer's own role.
   bool echo = false;
   int n = 1;
   std::optional<uint64_t> seed;

@@ -30,6 +30,7 @@ struct ChatInput {
   nlohmann::ordered_json tools;            // null when absent
   nlohmann::ordered_json template_kwargs;  // chat_template_kwargs, an object
   bool add_generation_prompt = true;
+  bool continue_final_message = false;  // the prompt ends inside the final message (vLLM's extension)
 };
 
 class TextCodec {

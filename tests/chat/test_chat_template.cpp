@@ -101,6 +101,50 @@ TEST(ChatTemplateLoading, ParsedOncePerSource) {
   EXPECT_EQ(&a.source(), &b.source());  // one shared parse
 }
 
+// transformers' apply_chat_template(continue_final_message=True): the render ends where the final
+// message's text does, whitespace after it kept only where the template kept it.
+TEST(ChatTemplateContinue, EndsWhereTheFinalMessageDoes) {
+  auto t = ChatTemplate::from_string(
+      "{% if continue_final_message is defined %}[defined]{% endif %}"
+      "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endfor %}"
+      "{% if add_generation_prompt %}<assistant>{% endif %}");
+  auto ctx = [](const std::string& content_json) {
+    auto c = nlohmann::ordered_json::parse(R"({"messages": [{"role": "user", "content": "Say 7 words"},
+      {"role": "assistant", "content": )" + content_json +
+                                           "}], \"continue_final_message\": true}");
+    return c;
+  };
+  // Not a template variable; the closing tag is cut.
+  EXPECT_EQ(t.render(ctx(R"("Seven")")), "<user>Say 7 words</user><assistant>Seven");
+  // Trailing whitespace the template kept stays; leading whitespace never decides the cut.
+  EXPECT_EQ(t.render(ctx(R"("Seven ")")), "<user>Say 7 words</user><assistant>Seven ");
+  EXPECT_EQ(t.render(ctx(R"(" Seven ")")), "<user>Say 7 words</user><assistant> Seven");
+  // The last occurrence: "7" also appears in the user's message.
+  EXPECT_EQ(t.render(ctx(R"("7")")), "<user>Say 7 words</user><assistant>7");
+  // Parts: the last text part is the one continued (this template prints the list itself).
+  EXPECT_EQ(t.render(ctx(
+                R"([{"type": "text", "text": "One"}, {"type": "image"}, {"type": "text", "text": "Two"}])")),
+            "<user>Say 7 words</user><assistant>[{'type': 'text', 'text': 'One'}, {'type': 'image'}, "
+            "{'type': 'text', 'text': 'Two");
+  // A template that trims: the message's trailing space is not in the render, so it is not kept.
+  auto trims = ChatTemplate::from_string("{% for m in messages %}[{{ m.content | trim }}]{% endfor %}");
+  EXPECT_EQ(trims.render(ctx(R"("Seven  ")")), "[Say 7 words][Seven");
+
+  // Errors, as transformers raises them: no text, text the template drops, a generation prompt too.
+  EXPECT_THROW(t.render(ctx("null")), Error);
+  EXPECT_THROW(t.render(ctx(R"([{"type": "image"}])")), Error);
+  auto drops = ChatTemplate::from_string(
+      "{% for m in messages %}{% if m.role == 'user' %}{{ m.content }}{% endif %}{% endfor %}");
+  EXPECT_THROW(drops.render(ctx(R"("Seven")")), Error);
+  auto both = ctx(R"("Seven")");
+  both["add_generation_prompt"] = true;
+  EXPECT_THROW(t.render(both), Error);
+  both["add_generation_prompt"] = false;
+  EXPECT_EQ(t.render(both), "<user>Say 7 words</user><assistant>Seven");
+  both["continue_final_message"] = "yes";
+  EXPECT_THROW(t.render(both), Error);
+}
+
 TEST(ChatTemplateThreads, ConcurrentRendersOfOneTemplate) {
   TESSERA_REQUIRE_REFERENCE();
   auto dir = reference_dir() / "chat-templates";

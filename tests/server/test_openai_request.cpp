@@ -76,6 +76,25 @@ TEST(OpenAiRequest, MaxCompletionTokensWinsOverMaxTokens) {
   EXPECT_TRUE(r.chat.add_generation_prompt);
 }
 
+// vLLM's: continuing the final message drops the generation prompt, and refuses one asked for.
+TEST(OpenAiRequest, ContinueFinalMessageAndChatEcho) {
+  json body =
+      json::parse(R"({"messages": [{"role": "assistant", "content": "x"}], "continue_final_message": true,
+      "echo": true})");
+  auto r = parse_chat_request(body, {});
+  EXPECT_TRUE(r.chat.continue_final_message);
+  EXPECT_FALSE(r.chat.add_generation_prompt);
+  EXPECT_TRUE(r.echo);
+  body["add_generation_prompt"] = false;
+  EXPECT_EQ(rejected_param(body, Endpoint::Chat), "");
+  body["add_generation_prompt"] = true;
+  EXPECT_EQ(rejected_param(body, Endpoint::Chat), "continue_final_message");
+  body["continue_final_message"] = false;
+  EXPECT_EQ(rejected_param(body, Endpoint::Chat), "");
+  body["continue_final_message"] = "yes";
+  EXPECT_EQ(rejected_param(body, Endpoint::Chat), "continue_final_message");
+}
+
 TEST(OpenAiRequest, ChatKeepsTheClientsKeyOrderForTheTemplate) {
   std::string raw = R"({"messages": [{"role": "user", "content": "x"}],
       "tools": [{"type": "function", "function": {"name": "f", "parameters": {"zeta": 1, "alpha": 2}}}]})";

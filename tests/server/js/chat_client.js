@@ -109,6 +109,31 @@ run({
     await assert.rejects(client.chat.completions.create({ model, messages: image }), (e) => e.status === 400);
   },
 
+  async 'continue_final_message (vLLM): the model continues the assistant message; echo gives it back'() {
+    const opening = 'And the earth was';
+    const cont = [...messages, { role: 'assistant', content: opening }];
+    const params = { messages: cont, continue_final_message: true, max_tokens: 10, temperature: 0 };
+    const r = await client.chat.completions.create({ model, ...params, return_token_ids: true });
+    // The prompt ends with the message's text: no end of turn, no new assistant header.
+    const post = async (path, body) => (await fetch(`${base}${path}`, { method: 'POST', body: JSON.stringify(body) })).json();
+    const ids = r.prompt_token_ids[0];
+    assert.ok((await post('/detokenize', { model, tokens: ids })).prompt.endsWith(`<|assistant|>\n${opening}`));
+    assert.deepEqual((await post('/tokenize', { model, messages: cont, continue_final_message: true })).tokens, ids);
+    // The content is what a text completion of those tokens gives.
+    const text = await client.completions.create({ model, prompt: ids, max_tokens: 10, temperature: 0 });
+    assert.equal(r.choices[0].message.content, text.choices[0].text);
+    // echo: the message's text first, streamed or not.
+    const echoed = await client.chat.completions.create({ model, ...params, echo: true });
+    assert.equal(echoed.choices[0].message.content, opening + r.choices[0].message.content);
+    assert.equal((await streamed({ ...params, echo: true })).choices[0].content, echoed.choices[0].message.content);
+    // echo after a user's message with a generation prompt: the answer's role differs, nothing echoed.
+    const plain = { max_tokens: 6, temperature: 0 };
+    assert.equal((await client.chat.completions.create({ model, messages, ...plain, echo: true })).choices[0].message.content,
+      (await client.chat.completions.create({ model, messages, ...plain })).choices[0].message.content);
+    await assert.rejects(client.chat.completions.create({ model, ...params, add_generation_prompt: true }),
+      (e) => e.status === 400 && e.param === 'continue_final_message');
+  },
+
   async 'a conversation the template rejects is a 400 with its reason'() {
     await assert.rejects(client.chat.completions.create({ model, messages: [{ role: 'tool', content: 'x' }] }),
       (e) => e.status === 400 && /roles/.test(e.message));

@@ -155,6 +155,28 @@ run({
     await assert.rejects(client.completions.create({ model, prompt, max_tokens: 0 }), /max_tokens/);
   },
 
+  async 'echo gives the prompt back as sent, special tokens written in it included'() {
+    // "<|user|>" is a special token: decoding the prompt's tokens would leave it out.
+    const text = '<|user|>\nIn the beginning';
+    const r = await client.completions.create({ model, prompt: text, max_tokens: 0, echo: true, logprobs: 0,
+      return_token_ids: true });
+    const c = r.choices[0], lp = c.logprobs;
+    assert.equal(c.text, text);
+    assert.equal(lp.tokens.length, r.prompt_token_ids[0].length);
+    // Offsets into the text as sent: a token the text holds starts there; the BOS the tokenizer
+    // added takes no room.
+    assert.deepEqual(lp.text_offset.slice(0, 2), [0, 0]);
+    for (let i = 1; i < lp.tokens.length; i++) {
+      assert.ok(lp.text_offset[i] >= lp.text_offset[i - 1], `offset ${i} goes back`);
+      assert.ok(text.slice(lp.text_offset[i]).startsWith(lp.tokens[i]), `token ${i} ${lp.tokens[i]} at ${lp.text_offset[i]}`);
+    }
+    // With a continuation, and streamed: the same text first.
+    const params = { prompt: text, max_tokens: 4, temperature: 0, echo: true };
+    const whole = await client.completions.create({ model, ...params });
+    assert.ok(whole.choices[0].text.startsWith(text) && whole.choices[0].text.length > text.length);
+    assert.equal((await streamed(params)).choices[0].text, whole.choices[0].text);
+  },
+
   async '/tokenize and /detokenize use the tokenizer and template of the prompts'() {
     const post = async (path, body) => (await fetch(`${base}${path}`, { method: 'POST', body: JSON.stringify(body) })).json();
     const gen = await client.completions.create({ model, prompt, max_tokens: 1, return_token_ids: true });
