@@ -54,15 +54,23 @@ std::vector<std::vector<int32_t>> tokenize_prompts(const Server::State& st, cons
   } catch (const Error& e) {
     throw ApiError(400, e.what(), r.endpoint == Endpoint::Chat ? "messages" : "prompt");
   }
+  // vLLM's truncate_prompt_tokens: the last k tokens (-1: the context length).
+  if (r.truncate_prompt_tokens) {
+    const int64_t k = *r.truncate_prompt_tokens < 0 ? st.info.max_model_len : *r.truncate_prompt_tokens;
+    for (auto& ids : out)
+      if (int64_t(ids.size()) > k) ids.erase(ids.begin(), ids.end() - k);
+  }
   return out;
 }
 
-// What an echoing choice opens with: a text prompt as sent (token ids are decoded later), or
+// What an echoing choice opens with: a text prompt as sent (token ids, and any prompt that may
+// have been truncated, are decoded later), or
 // the final message of a chat where it has the answer's role (vLLM's: the assistant's, or any
 // with no generation prompt), its text parts joined by newlines.
 std::optional<std::string> echo_text(const GenerationRequest& r, size_t prompt) {
   if (r.endpoint != Endpoint::Chat)
-    return r.prompts[prompt].is_text ? std::optional(r.prompts[prompt].text) : std::nullopt;
+    return r.prompts[prompt].is_text && !r.truncate_prompt_tokens ? std::optional(r.prompts[prompt].text)
+                                                                  : std::nullopt;
   const auto& last = r.chat.messages.back();
   std::string text;
   if (r.chat.add_generation_prompt && last.value("role", "") != "assistant") return text;

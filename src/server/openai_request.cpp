@@ -112,6 +112,13 @@ ChatInput chat_input(const json& body, const std::string& raw) {
   if (field(body, "tools")) c.tools = ordered["tools"];
   c.template_kwargs = field(body, "chat_template_kwargs") ? ordered["chat_template_kwargs"]
                                                           : nlohmann::ordered_json::object();
+  // OpenAI's reasoning_effort reaches templates that read it (gpt-oss's "Reasoning: high") as a
+  // variable; one in chat_template_kwargs wins.
+  if (const json* e = field(body, "reasoning_effort")) {
+    if (!e->is_string()) bad("reasoning_effort", "must be a string such as \"low\", \"medium\" or \"high\"");
+    if (!c.template_kwargs.contains("reasoning_effort"))
+      c.template_kwargs["reasoning_effort"] = e->get<std::string>();
+  }
   // vLLM's: continuing the final message implies no generation prompt, and refuses one asked for.
   c.continue_final_message = boolean(body, "continue_final_message").value_or(false);
   std::optional<bool> generation_prompt = boolean(body, "add_generation_prompt");
@@ -261,6 +268,8 @@ void parse_common(const json& body, GenerationRequest& r, const std::string& raw
   r.include_stop_str_in_output = boolean(body, "include_stop_str_in_output").value_or(false);
   r.skip_special_tokens = boolean(body, "skip_special_tokens").value_or(true);
   r.return_token_ids = boolean(body, "return_token_ids").value_or(false);
+  r.truncate_prompt_tokens = integer(body, "truncate_prompt_tokens", -1, std::numeric_limits<int32_t>::max());
+  if (r.truncate_prompt_tokens == 0) bad("truncate_prompt_tokens", "must be -1 or at least 1");
 
   r.stream = boolean(body, "stream").value_or(false);
   if (const json* v = field(body, "stream_options")) {

@@ -37,6 +37,8 @@ struct GenerationRequest {
   // choice's completion, as OpenAI's legacy API gives them for scoring. Chat (vLLM's): the final
   // message's text before the content, where that message is the answer's own role.
   bool echo = false;
+  // vLLM's: each prompt cut to its last k tokens; -1: to the context length.
+  std::optional<int64_t> truncate_prompt_tokens;
   int n = 1;
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;

@@ -95,6 +95,28 @@ TEST(OpenAiRequest, ContinueFinalMessageAndChatEcho) {
   EXPECT_EQ(rejected_param(body, Endpoint::Chat), "continue_final_message");
 }
 
+// OpenAI's reasoning_effort becomes a template variable unless chat_template_kwargs sets one;
+// vLLM's truncate_prompt_tokens keeps the last k tokens (-1: the context).
+TEST(OpenAiRequest, ReasoningEffortAndTruncatePromptTokens) {
+  json body = json::parse(R"({"messages": [{"role": "user", "content": "x"}], "reasoning_effort": "high"})");
+  EXPECT_EQ(parse_chat_request(body, {}).chat.template_kwargs["reasoning_effort"], "high");
+  body["chat_template_kwargs"] = {{"reasoning_effort", "low"}};
+  EXPECT_EQ(parse_chat_request(body, {}).chat.template_kwargs["reasoning_effort"], "low");
+  body["reasoning_effort"] = 3;
+  EXPECT_EQ(rejected_param(body, Endpoint::Chat), "reasoning_effort");
+
+  json text = {{"prompt", "x"}};
+  EXPECT_FALSE(parse_completion_request(text, {}).truncate_prompt_tokens);
+  text["truncate_prompt_tokens"] = 5;
+  EXPECT_EQ(parse_completion_request(text, {}).truncate_prompt_tokens, 5);
+  text["truncate_prompt_tokens"] = -1;
+  EXPECT_EQ(parse_completion_request(text, {}).truncate_prompt_tokens, -1);
+  for (json bad : {json(0), json(-2), json("5"), json(1.5)}) {
+    text["truncate_prompt_tokens"] = bad;
+    EXPECT_EQ(rejected_param(text), "truncate_prompt_tokens") << bad;
+  }
+}
+
 TEST(OpenAiRequest, ChatKeepsTheClientsKeyOrderForTheTemplate) {
   std::string raw = R"({"messages": [{"role": "user", "content": "x"}],
       "tools": [{"type": "function", "function": {"name": "f", "parameters": {"zeta": 1, "alpha": 2}}}]})";

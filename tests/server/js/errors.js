@@ -150,7 +150,7 @@ run({
     const fields = ['model', 'prompt', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'top_k', 'min_p',
       'presence_penalty', 'frequency_penalty', 'repetition_penalty', 'seed', 'stop', 'stop_token_ids', 'n', 'logprobs',
       'logit_bias', 'stream', 'stream_options', 'response_format', 'ignore_eos', 'return_token_ids', 'best_of', 'echo', 'suffix', 'user', 'min_tokens',
-      'include_stop_str_in_output', 'skip_special_tokens',
+      'include_stop_str_in_output', 'skip_special_tokens', 'truncate_prompt_tokens',
       'guided_json', 'guided_choice', 'guided_regex', 'guided_grammar', 'grammar', 'structured_outputs'];
     for (const f of fields)
       for (const v of values) {
@@ -158,7 +158,8 @@ run({
         assert.ok(r.status === 200 || (r.status >= 400 && r.status < 500), `${f}=${JSON.stringify(v)} -> ${r.status}`);
         assert.ok(r.json || (f === 'stream' && r.text.endsWith('data: [DONE]\n\n')), `${f}=${JSON.stringify(v)}: ${r.text.slice(0, 100)}`);
       }
-    for (const f of ['messages', 'tools', 'chat_template_kwargs', 'logprobs', 'top_logprobs', 'add_generation_prompt'])
+    for (const f of ['messages', 'tools', 'chat_template_kwargs', 'logprobs', 'top_logprobs', 'add_generation_prompt',
+      'continue_final_message', 'echo', 'reasoning_effort', 'truncate_prompt_tokens'])
       for (const v of values) {
         const r = await post('/v1/chat/completions', { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2, [f]: v });
         assert.ok(r.status === 200 || (r.status >= 400 && r.status < 500), `chat ${f}=${JSON.stringify(v)} -> ${r.status}`);

@@ -177,6 +177,22 @@ run({
     assert.equal((await streamed(params)).choices[0].text, whole.choices[0].text);
   },
 
+  async 'truncate_prompt_tokens (vLLM) keeps the prompt\'s last tokens'() {
+    const full = await client.completions.create({ model, prompt, max_tokens: 4, temperature: 0, return_token_ids: true });
+    const ids = full.prompt_token_ids[0];
+    assert.ok(ids.length > 3);
+    const r = await client.completions.create({ model, prompt, max_tokens: 4, temperature: 0, return_token_ids: true,
+      truncate_prompt_tokens: 3, echo: true });
+    assert.deepEqual(r.prompt_token_ids[0], ids.slice(-3));
+    assert.equal(r.usage.prompt_tokens, 3);
+    // The same as sending those tokens; echo gives what the model read.
+    const same = await client.completions.create({ model, prompt: ids.slice(-3), max_tokens: 4, temperature: 0, echo: true });
+    assert.equal(r.choices[0].text, same.choices[0].text);
+    // Shorter prompts are left whole.
+    const whole = await client.completions.create({ model, prompt, max_tokens: 1, return_token_ids: true, truncate_prompt_tokens: -1 });
+    assert.deepEqual(whole.prompt_token_ids[0], ids);
+  },
+
   async '/tokenize and /detokenize use the tokenizer and template of the prompts'() {
     const post = async (path, body) => (await fetch(`${base}${path}`, { method: 'POST', body: JSON.stringify(body) })).json();
     const gen = await client.completions.create({ model, prompt, max_tokens: 1, return_token_ids: true });
