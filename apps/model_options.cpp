@@ -103,7 +103,7 @@ DType resolve_kv_cache_dtype(const std::string& flag, const WeightStore& weights
   else if (flag == "auto") {
     size_t f32 = 0, f16 = 0, bf16 = 0;
     for (const auto& name : weights.names()) {
-      Tensor t = weights.get(name);
+      Tensor t = weights.stored(name);  // quantized codes count by their scales' dtype
       if (t.dtype() == DType::F32) f32 += t.nbytes();
       else if (t.dtype() == DType::F16) f16 += t.nbytes();
       else if (t.dtype() == DType::BF16) bf16 += t.nbytes();

@@ -12,6 +12,8 @@ size_t dtype_size(DType t) {
     case DType::I32: return 4;
     case DType::I64: return 8;
     case DType::U8: return 1;
+    case DType::U32:
+      return 4;
   }
   return 0;
 }
@@ -24,6 +26,8 @@ std::string_view dtype_name(DType t) {
     case DType::I32: return "I32";
     case DType::I64: return "I64";
     case DType::U8: return "U8";
+    case DType::U32:
+      return "U32";
   }
   return "?";
 }
@@ -35,6 +39,7 @@ DType dtype_from_safetensors(std::string_view name) {
   if (name == "I32") return DType::I32;
   if (name == "I64") return DType::I64;
   if (name == "U8") return DType::U8;
+  if (name == "U32") return DType::U32;
   throw Error("unsupported dtype \"" + std::string(name) + "\"");
 }
 

@@ -7,7 +7,7 @@
 
 namespace tessera {
 
-enum class DType : uint8_t { F32, F16, BF16, I32, I64, U8 };
+enum class DType : uint8_t { F32, F16, BF16, I32, I64, U8, U32 };
 
 size_t dtype_size(DType t);
 std::string_view dtype_name(DType t);

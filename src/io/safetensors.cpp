@@ -130,10 +130,29 @@ WeightStore::WeightStore(const std::filesystem::path& dir) {
   }
 }
 
-Tensor WeightStore::get(const std::string& name) const {
+Tensor WeightStore::stored(const std::string& name) const {
   auto it = where_.find(name);
   TESSERA_CHECK(it != where_.end(), "missing tensor \"" + name + "\" in the checkpoint");
   return it->second->get(name);
+}
+
+Tensor WeightStore::get(const std::string& name) const {
+  Tensor t = stored(name);
+  const std::string suffix = ".weight";
+  const bool weight =
+      name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  const std::string layer = weight ? name.substr(0, name.size() - suffix.size()) : name;
+  if (!weight || !has(layer + ".scales")) {
+    TESSERA_CHECK(t.dtype() != DType::U32,
+                  "tensor \"" + name + "\" holds quantized codes (U32) but \"" + layer +
+                      ".scales\" is missing, or config.json has no \"quantization\"");
+    return t;
+  }
+  std::optional<MlxQuantization::Params> p = quant_ ? quant_->of(layer) : std::nullopt;
+  TESSERA_CHECK(p.has_value(), "layer \"" + layer +
+                                   "\" is stored quantized, but config.json's \"quantization\" " +
+                                   (quant_ ? "leaves it unquantized" : "is missing"));
+  return mlx_dequantize(t, stored(layer + ".scales"), stored(layer + ".biases"), *p, layer);
 }
 
 Tensor WeightStore::get(const std::string& name, const Shape& expected) const {

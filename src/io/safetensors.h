@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
+#include "io/mlx_quant.h"
 
 namespace tessera {
 
@@ -42,7 +44,11 @@ class WeightStore {
  public:
   explicit WeightStore(const std::filesystem::path& model_dir);
   bool has(const std::string& name) const { return where_.count(name) != 0; }
+  // A layer's weight; with MLX quantization set, a quantized layer's weight dequantized (a copy).
   Tensor get(const std::string& name) const;
+  // The tensor as the file holds it (a view, never dequantized).
+  Tensor stored(const std::string& name) const;
+  void set_quantization(MlxQuantization q) { quant_ = std::move(q); }
   // As get(), and checks the shape; the error names the tensor and both shapes.
   Tensor get(const std::string& name, const Shape& expected) const;
   std::vector<std::string> names() const;
@@ -51,6 +57,7 @@ class WeightStore {
  private:
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const SafetensorsFile*> where_;
+  std::optional<MlxQuantization> quant_;
 };
 
 // Writes tensors (host memory) to a safetensors file, in the given order.

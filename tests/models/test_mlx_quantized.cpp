@@ -1,0 +1,173 @@
+// MLX-quantized checkpoints load as the models of their dequantized weights: fixtures' layers and
+// embeddings stored as 4-bit codes (a layer 8-bit, one left unquantized, as mlx-lm's mixed
+// quantization writes them; experts stacked as mlx-lm stacks them) give logits bit-equal to bf16
+// checkpoints of the same values, written here by reading each row's codes as one little-endian
+// bit stream.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+
+#include "io/safetensors.h"
+#include "model_testutil.h"
+#include "testutil.h"
+
+namespace tessera::test {
+namespace {
+
+namespace fs = std::filesystem;
+using Tensors = std::vector<std::pair<std::string, Tensor>>;
+
+struct Quantized {
+  Tensor codes, scales, biases, dequantized;  // dequantized: bf16, what the codes mean
+};
+
+// Random codes for a [rows, in] weight, groups of `group` inputs with random bf16 scales and biases.
+Quantized quantize_randomly(int64_t rows, int64_t in, int bits, int group, std::mt19937& rng) {
+  Quantized q;
+  q.codes = Tensor::empty(DType::U32, {rows, in * bits / 32});
+  q.scales = Tensor::empty(DType::BF16, {rows, in / group});
+  q.biases = Tensor::empty(DType::BF16, {rows, in / group});
+  q.dequantized = Tensor::empty(DType::BF16, {rows, in});
+  std::uniform_int_distribution<uint32_t> word;
+  std::uniform_real_distribution<float> scale(0.01f, 0.3f / float((1 << bits) - 1)), bias(-0.2f, -0.1f);
+  for (int64_t i = 0; i < q.codes.numel(); ++i) q.codes.data<uint32_t>()[i] = word(rng);
+  for (int64_t i = 0; i < q.scales.numel(); ++i) {
+    q.scales.data<uint16_t>()[i] = f32_to_bf16(scale(rng));
+    q.biases.data<uint16_t>()[i] = f32_to_bf16(bias(rng));
+  }
+  const auto* bytes = reinterpret_cast<const uint8_t*>(q.codes.data<uint32_t>());
+  const int64_t row_bytes = in * bits / 8;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < in; ++i) {
+      uint32_t code = 0;
+      for (int b = 0; b < bits; ++b) {
+        const int64_t bit = i * bits + b;
+        code |= uint32_t(bytes[r * row_bytes + bit / 8] >> (bit % 8) & 1) << b;
+      }
+      const int64_t g = r * (in / group) + i / group;
+      const float w =
+          bf16_to_f32(q.scales.data<uint16_t>()[g]) * float(code) + bf16_to_f32(q.biases.data<uint16_t>()[g]);
+      q.dequantized.data<uint16_t>()[r * in + i] = f32_to_bf16(w);
+    }
+  return q;
+}
+
+// A fixture written twice: quantized as config["quantization"] says, and plain (bf16 values).
+class Pair {
+ public:
+  Pair(const std::string& fixture, nlohmann::json quantization)
+      : src_(fixtures_dir() / "models" / fixture),
+        tmp_(fs::temp_directory_path() / ("tessera_mlx_" + fixture + std::to_string(::getpid()))),
+        config_(nlohmann::json::parse(read_file(src_ / "config.json"))) {
+    fs::create_directories(tmp_ / "quantized");
+    fs::create_directories(tmp_ / "plain");
+    std::ofstream(tmp_ / "plain" / "config.json") << config_.dump();
+    config_["quantization"] = std::move(quantization);
+    write_config();
+  }
+  ~Pair() { fs::remove_all(tmp_); }
+  const fs::path& src() const { return src_; }
+  fs::path quantized() const { return tmp_ / "quantized"; }
+  fs::path plain() const { return tmp_ / "plain"; }
+  nlohmann::json& config() { return config_; }
+  void write_config() { std::ofstream(quantized() / "config.json") << config_.dump(); }
+  Tensors q, p;  // the two checkpoints' tensors
+  void write() {
+    write_safetensors(quantized() / "model.safetensors", q);
+    write_safetensors(plain() / "model.safetensors", p);
+  }
+  // `layer`'s [rows, in] weight as codes of the config's width for it.
+  Quantized add(const std::string& layer, int64_t rows, int64_t in) {
+    const nlohmann::json& c = config_["quantization"];
+    const nlohmann::json& s = c.contains(layer) ? c[layer] : c;
+    Quantized x = quantize_randomly(rows, in, s["bits"], s["group_size"], rng_);
+    q.emplace_back(layer + ".scales", x.scales);
+    q.emplace_back(layer + ".biases", x.biases);
+    return x;
+  }
+
+ private:
+  fs::path src_, tmp_;
+  nlohmann::json config_;
+  std::mt19937 rng_{7};
+};
+
+const std::vector<int32_t> kTokens = {1, 17, 200, 5, 99, 310, 42, 7};
+
+TEST(MlxQuantized, LoadsAsItsDequantizedWeights) {
+  const std::string eight_bit = "model.layers.1.mlp.down_proj",
+                    unquantized = "model.layers.2.self_attn.o_proj";
+  Pair pair("llama", {{"group_size", 32},
+                      {"bits", 4},
+                      {eight_bit, {{"group_size", 32}, {"bits", 8}}},
+                      {unquantized, false}});
+  WeightStore weights(pair.src());
+  int layers = 0;
+  for (const std::string& name : weights.names()) {
+    Tensor t = weights.get(name);
+    const std::string layer = name.substr(0, name.size() - std::string(".weight").size());
+    if (t.ndim() != 2 || layer == unquantized) {
+      pair.q.emplace_back(name, t), pair.p.emplace_back(name, t);
+      continue;
+    }
+    Quantized x = pair.add(layer, t.dim(0), t.dim(1));
+    pair.q.emplace_back(name, x.codes), pair.p.emplace_back(name, x.dequantized);
+    ++layers;
+  }
+  EXPECT_EQ(layers, 1 + 3 * 7 - 1);  // the embedding, and every projection but one
+  pair.write();
+  TestModel q = load_test_model(pair.quantized()), p = load_test_model(pair.plain());
+  EXPECT_EQ(max_abs_diff(logits_all_rows(q, kTokens), logits_all_rows(p, kTokens)), 0.0);
+  // A layer stored as codes that config.json leaves unquantized is an error, not read as weights.
+  pair.config()["quantization"][eight_bit] = false;
+  pair.write_config();
+  EXPECT_THROW(load_test_model(pair.quantized()), Error);
+}
+
+// mlx-lm stacks a layer's experts per projection under switch_mlp ([experts, out, in]); its
+// Qwen3-MoE routers are 8-bit.
+TEST(MlxQuantized, StackedExperts) {
+  const std::string router = "model.layers.0.mlp.gate";
+  Pair pair("qwen3_moe", {{"group_size", 16}, {"bits", 4}, {router, {{"group_size", 16}, {"bits", 8}}}});
+  const nlohmann::json& cfg = pair.config();
+  const int64_t E = cfg.contains("num_experts") ? cfg["num_experts"].get<int64_t>()
+                                                : cfg["num_local_experts"].get<int64_t>();
+  WeightStore weights(pair.src());
+  for (const std::string& name : weights.names()) {
+    Tensor t = weights.get(name);
+    if (name.find(".mlp.experts.") != std::string::npos) continue;
+    const std::string layer = name.substr(0, name.size() - std::string(".weight").size());
+    if (t.ndim() != 2) {
+      pair.q.emplace_back(name, t), pair.p.emplace_back(name, t);
+      continue;
+    }
+    Quantized x = pair.add(layer, t.dim(0), t.dim(1));
+    pair.q.emplace_back(name, x.codes), pair.p.emplace_back(name, x.dequantized);
+  }
+  int stacked = 0;
+  for (int l = 0; weights.has("model.layers." + std::to_string(l) + ".input_layernorm.weight"); ++l) {
+    const std::string mlp = "model.layers." + std::to_string(l) + ".mlp.";
+    if (!weights.has(mlp + "experts.0.gate_proj.weight")) continue;
+    for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+      const Tensor one = weights.get(mlp + "experts.0." + proj + ".weight");
+      const int64_t out = one.dim(0), in = one.dim(1);
+      Quantized x = pair.add(mlp + "switch_mlp." + proj, E * out, in);
+      pair.q.emplace_back(mlp + "switch_mlp." + proj + ".weight", x.codes.reshape({E, out, x.codes.dim(1)}));
+      for (auto& [name, t] : pair.q)
+        if (name == mlp + "switch_mlp." + proj + ".scales" || name == mlp + "switch_mlp." + proj + ".biases")
+          t = t.reshape({E, out, t.dim(1)});
+      for (int64_t e = 0; e < E; ++e)
+        pair.p.emplace_back(mlp + "experts." + std::to_string(e) + "." + proj + ".weight",
+                            x.dequantized.slice_rows(e * out, (e + 1) * out));
+    }
+    ++stacked;
+  }
+  EXPECT_GT(stacked, 0);
+  pair.write();
+  TestModel q = load_test_model(pair.quantized()), p = load_test_model(pair.plain());
+  EXPECT_EQ(max_abs_diff(logits_all_rows(q, kTokens), logits_all_rows(p, kTokens)), 0.0);
+}
+
+}  // namespace
+}  // namespace tessera::test
