@@ -279,7 +279,7 @@ struct StreamState {
   // the responses that have some.
   std::shared_ptr<std::atomic<bool>> ready = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<Generation> gen;
-  bool include_usage = false;
+  bool include_usage = false, continuous_usage = false;
   std::vector<bool> started;
   Clock::time_point t0;
   bool finished = false;
@@ -307,7 +307,8 @@ StreamWriter::Pump stream_some(StreamState& s, std::string& out) {
     if (!visible) continue;
     bool first = !s.started[size_t(d.index)];
     s.started[size_t(d.index)] = true;
-    append_chunk_event(out, s.frame, s.ctx, d, first);
+    const Usage so_far = s.continuous_usage ? s.gen->usage() : Usage{};
+    append_chunk_event(out, s.frame, s.ctx, d, first, s.continuous_usage ? &so_far : nullptr);
   }
   if (!s.gen->done()) return Pump::More;
   Usage u = s.gen->usage();
@@ -376,6 +377,7 @@ void handle_generation(Server::State& st, Endpoint endpoint, const httplib::Requ
     s->frame = chunk_frame(ctx);
     s->ctx = std::move(ctx);
     s->include_usage = r.include_usage;
+    s->continuous_usage = r.continuous_usage;
     s->started.assign(prompts.size() * size_t(r.n), false);
     s->t0 = t0;
     s->gen = std::move(gen);

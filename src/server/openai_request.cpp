@@ -276,6 +276,7 @@ void parse_common(const json& body, GenerationRequest& r, const std::string& raw
     if (!v->is_object()) bad("stream_options", "must be an object");
     if (!r.stream) bad("stream_options", "is only allowed when 'stream' is true");
     r.include_usage = boolean(*v, "include_usage").value_or(false);
+    r.continuous_usage = boolean(*v, "continuous_usage_stats").value_or(false);
   }
 
   parse_output_format(body, raw, r);

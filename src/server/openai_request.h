@@ -48,6 +48,7 @@ struct GenerationRequest {
   bool skip_special_tokens = true;          // extension (vLLM): false keeps special tokens' text
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
+  bool continuous_usage = false;  // stream_options.continuous_usage_stats (vLLM's): usage in every chunk
   bool return_token_ids = false;  // extension (vLLM): prompt and generated ids in the response
   tools::ToolChoice tool_choice;  // auto unless sent
   bool parallel_tool_calls = true;

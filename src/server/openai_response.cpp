@@ -106,7 +106,7 @@ ChunkFrame chunk_frame(const ResponseContext& ctx) {
 }
 
 void append_chunk_event(std::string& out, const ChunkFrame& frame, const ResponseContext& ctx,
-                        const ChoiceDelta& d, bool first) {
+                        const ChoiceDelta& d, bool first, const Usage* usage) {
   json c = {{"index", d.index}, {"logprobs", logprobs_json(ctx, d)}, {"finish_reason", finish_json(d)}};
   if (ctx.endpoint == Endpoint::Chat) {
     json delta = json::object();
@@ -123,7 +123,12 @@ void append_chunk_event(std::string& out, const ChunkFrame& frame, const Respons
   if (ctx.return_token_ids) c["token_ids"] = d.token_ids;
   out += frame.head;
   out += c.dump(-1, ' ', false, json::error_handler_t::replace);
-  out += frame.tail;
+  if (!usage) {
+    out += frame.tail;
+    return;
+  }
+  out.append(frame.tail, 0, frame.tail.size() - 3);  // without "}\n\n": usage is the last key
+  out += ",\"usage\":" + usage_json(*usage).dump() + "}\n\n";
 }
 
 json usage_chunk(const ResponseContext& ctx, const Usage& u) {

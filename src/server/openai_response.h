@@ -35,9 +35,9 @@ struct ChunkFrame {
 };
 ChunkFrame chunk_frame(const ResponseContext& ctx);
 // Appends one streamed chunk's SSE event. `first` marks a chat choice's first chunk (it
-// carries the role).
+// carries the role); `usage`, when given, is the request's so far (continuous_usage_stats).
 void append_chunk_event(std::string& out, const ChunkFrame& frame, const ResponseContext& ctx,
-                        const ChoiceDelta& d, bool first);
+                        const ChoiceDelta& d, bool first, const Usage* usage = nullptr);
 // The final chunk with usage and no choices (stream_options.include_usage).
 nlohmann::json usage_chunk(const ResponseContext& ctx, const Usage& u);
 // "data: <json>\n\n"

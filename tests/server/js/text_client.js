@@ -177,6 +177,25 @@ run({
     assert.equal((await streamed(params)).choices[0].text, whole.choices[0].text);
   },
 
+  async 'stream_options.continuous_usage_stats (vLLM): usage so far in every chunk'() {
+    const stream = await client.completions.create({ model, prompt, max_tokens: 12, temperature: 0, ignore_eos: true,
+      stream: true, stream_options: { include_usage: true, continuous_usage_stats: true } });
+    const seen = [];
+    let final = null;
+    for await (const chunk of stream) {
+      if (chunk.choices.length === 0) final = chunk.usage;
+      else seen.push(chunk.usage);
+    }
+    assert.ok(seen.length > 1 && seen.every((u) => u && u.prompt_tokens === final.prompt_tokens));
+    for (let i = 1; i < seen.length; i++) assert.ok(seen[i].completion_tokens >= seen[i - 1].completion_tokens);
+    assert.equal(seen[seen.length - 1].completion_tokens, 12);
+    assert.equal(final.completion_tokens, 12);
+    assert.equal(seen[0].total_tokens, seen[0].prompt_tokens + seen[0].completion_tokens);
+    // Without it, only the last chunk has usage.
+    const plain = await streamed({ prompt, max_tokens: 4 });
+    assert.equal(plain.usage.completion_tokens, 4);
+  },
+
   async 'truncate_prompt_tokens (vLLM) keeps the prompt\'s last tokens'() {
     const full = await client.completions.create({ model, prompt, max_tokens: 4, temperature: 0, return_token_ids: true });
     const ids = full.prompt_token_ids[0];
