@@ -12,8 +12,7 @@ size_t dtype_size(DType t) {
     case DType::I32: return 4;
     case DType::I64: return 8;
     case DType::U8: return 1;
-    case DType::U32:
-      return 4;
+    case DType::U32: return 4;
   }
   return 0;
 }
@@ -26,8 +25,7 @@ std::string_view dtype_name(DType t) {
     case DType::I32: return "I32";
     case DType::I64: return "I64";
     case DType::U8: return "U8";
-    case DType::U32:
-      return "U32";
+    case DType::U32: return "U32";
   }
   return "?";
 }

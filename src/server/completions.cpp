@@ -63,10 +63,9 @@ std::vector<std::vector<int32_t>> tokenize_prompts(const Server::State& st, cons
   return out;
 }
 
-// What an echoing choice opens with: a text prompt as sent (token ids, and any prompt that may
-// have been truncated, are decoded later), or
-// the final message of a chat where it has the answer's role (vLLM's: the assistant's, or any
-// with no generation prompt), its text parts joined by newlines.
+// What an echoing choice opens with: a text prompt as sent (token ids, and prompts that may have
+// been truncated, are decoded later), or a chat's final message where it has the answer's role
+// (vLLM's: the assistant's, or any with no generation prompt), its text parts joined by newlines.
 std::optional<std::string> echo_text(const GenerationRequest& r, size_t prompt) {
   if (r.endpoint != Endpoint::Chat)
     return r.prompts[prompt].is_text && !r.truncate_prompt_tokens ? std::optional(r.prompts[prompt].text)

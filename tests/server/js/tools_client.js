@@ -83,6 +83,15 @@ const parsed = {
     assert.equal(m.finish_reason, 'tool_calls');
   },
 
+  async 'echo (vLLM): the final assistant message opens the content; reasoning and calls are parsed as ever'() {
+    const begun = [...messages, { role: 'assistant', content: 'Let me look. ' }];
+    const m = await both({ messages: begun, echo: true, max_tokens: 20 });
+    assert.equal(m.content, 'Let me look. ');
+    assert.equal(m.reasoning_content, 'Checking the weather.');
+    assert.equal(m.tool_calls.length, 1);
+    assert.equal(m.finish_reason, 'tool_calls');
+  },
+
   async 'n > 1: each choice has its own call, ids unique'() {
     const r = await client.chat.completions.create({ model, messages, tools, temperature: 0, n: 2 });
     assert.equal(r.choices.length, 2);
