@@ -87,9 +87,10 @@ Tensor mlx_dequantize(const Tensor& packed, const Tensor& scales, const Tensor& 
   const Shape& ps = packed.shape();
   TESSERA_CHECK(!ps.empty(), what + ": the weight has no dimensions");
   const int64_t words = ps.back(), in = words * 32 / p.bits;
-  TESSERA_CHECK(
-      in % p.group_size == 0,
-      what + ": " + std::to_string(in) + " inputs are not whole groups of " + std::to_string(p.group_size));
+  TESSERA_CHECK(in % p.group_size == 0 && p.group_size % (32 / p.bits) == 0,
+                what + ": " + std::to_string(in) + " inputs are not whole groups of " +
+                    std::to_string(p.group_size) + " (groups of whole " + std::to_string(32 / p.bits) +
+                    "-code words)");
   Shape gs = ps, out_shape = ps;
   gs.back() = in / p.group_size;
   out_shape.back() = in;
@@ -107,19 +108,21 @@ Tensor mlx_dequantize(const Tensor& packed, const Tensor& scales, const Tensor& 
   auto dequantize_rows = [&](int64_t begin, int64_t end) {
     std::vector<float> row(static_cast<size_t>(in));
     for (int64_t r = begin; r < end; ++r) {
-      for (int64_t g = 0; g < groups; ++g) {
+      const uint32_t* word = q + r * words;
+      float* v = row.data();
+      for (int64_t g = 0; g < groups; ++g) {  // a group is whole words: per_word divides group_size
         const float s = to_f32(scales, r * groups + g), b = to_f32(biases, r * groups + g);
-        for (int64_t i = g * p.group_size; i < (g + 1) * p.group_size; ++i) {
-          const uint32_t word = q[r * words + i / per_word];
-          row[size_t(i)] = s * float(word >> (i % per_word * p.bits) & mask) + b;
-        }
+        for (int64_t k = 0; k < p.group_size / per_word; ++k, ++word)
+          for (int j = 0; j < per_word; ++j) *v++ = s * float(*word >> (j * p.bits) & mask) + b;
       }
       if (dt == DType::F32) {
         std::memcpy(out.data<float>() + r * in, row.data(), row.size() * sizeof(float));
+      } else if (dt == DType::BF16) {
+        uint16_t* o = out.data<uint16_t>() + r * in;
+        for (int64_t i = 0; i < in; ++i) o[i] = f32_to_bf16(row[size_t(i)]);
       } else {
         uint16_t* o = out.data<uint16_t>() + r * in;
-        for (int64_t i = 0; i < in; ++i)
-          o[i] = dt == DType::BF16 ? f32_to_bf16(row[size_t(i)]) : f32_to_f16(row[size_t(i)]);
+        for (int64_t i = 0; i < in; ++i) o[i] = f32_to_f16(row[size_t(i)]);
       }
     }
   };
