@@ -2,8 +2,6 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "command.h"
@@ -19,12 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  TESSERA_CHECK(in, "cannot read " + path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 int run(int argc, char** argv) {
   CLI::App app{"Generate text from a prompt", "tessera generate"};

@@ -62,12 +62,15 @@ SamplingParams default_sampling(const HfConfig& cfg) {
 
 // The parser formats: the flags, else what the model's chat template and tokens show ("none"
 // turns a kind off). Unknown names fail here, before the model loads.
-void resolve_parsers(const std::string& model_dir, const std::string& tool_flag,
-                     const std::string& reasoning_flag, server::ModelInfo& info) {
+void resolve_parsers(const std::string& model_dir, const std::string& template_file,
+                     const std::string& tool_flag, const std::string& reasoning_flag,
+                     server::ModelInfo& info) {
   tools::FormatGuess guess;
   if (tool_flag.empty() || reasoning_flag.empty()) {
     try {
-      guess = tools::infer_model_format(model_dir);
+      tools::ModelMarkers markers = tools::read_model_markers(model_dir);
+      if (!template_file.empty()) markers.chat_template = read_text_file(template_file);
+      guess = tools::infer_format(markers.chat_template, markers.added_tokens);
     } catch (const Error&) {
       // No chat template or tokenizer files: nothing to infer (chat is then unavailable anyway).
     }
@@ -150,6 +153,11 @@ int run(int argc, char** argv) {
       "Tool-call format of chat output (e.g. hermes; none: off; default: inferred from the model)");
   app.add_option("--reasoning-parser", reasoning_parser,
                  "Reasoning format of chat output (e.g. qwen3; none: off; default: inferred from the model)");
+  std::string chat_template;
+  app.add_option("--chat-template", chat_template,
+                 "A chat template file to use instead of the model's (its tool-call and reasoning formats "
+                 "are inferred from it)")
+      ->check(CLI::ExistingFile);
   bool quiet = false;
   app.add_flag("--no-log-requests", quiet, "Do not log a line per finished request");
   CLI11_PARSE(app, argc, argv);
@@ -174,7 +182,7 @@ int run(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   server::ModelInfo info;
-  resolve_parsers(mo.model_dir, tool_parser, reasoning_parser, info);
+  resolve_parsers(mo.model_dir, chat_template, tool_parser, reasoning_parser, info);
 
   server::Server srv(sc);
   int port = srv.start();
@@ -194,10 +202,10 @@ int run(int argc, char** argv) {
   info.defaults = default_sampling(rt.loaded.config);
   std::string kv_cache = engine->kv_cache_summary();
   std::unique_ptr<server::TextCodec> codec =
-      rt.tokenizer
-          ? server::make_model_codec(*rt.tokenizer, mo.model_dir,
-                                     [&rt](const std::string& text) { return rt.encode_prompt(text); })
-          : nullptr;
+      rt.tokenizer ? server::make_model_codec(
+                         *rt.tokenizer, mo.model_dir,
+                         [&rt](const std::string& text) { return rt.encode_prompt(text); }, chat_template)
+                   : nullptr;
   if (!codec) std::fprintf(stderr, "no tokenizer.json: prompts must be token ids\n");
   if (codec && !(info.tool_format.empty() && info.reasoning_format.empty()))
     std::fprintf(stderr, "chat output parsing: tool calls '%s', reasoning '%s'\n",

@@ -17,6 +17,9 @@ struct Command {
 
 std::vector<Command>& commands();
 
+// The whole of a file a flag names; tessera::Error when it cannot be read.
+std::string read_text_file(const std::string& path);
+
 struct Register {
   Register(std::string name, std::string summary, CommandFn run) {
     commands().push_back({std::move(name), std::move(summary), run});

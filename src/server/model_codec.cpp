@@ -99,9 +99,11 @@ class ModelCodec : public TextCodec {
 
 std::unique_ptr<TextCodec> make_model_codec(
     const Tokenizer& tok, const std::filesystem::path& model_dir,
-    std::function<std::vector<int32_t>(const std::string&)> encode_prompt) {
+    std::function<std::vector<int32_t>(const std::string&)> encode_prompt,
+    const std::filesystem::path& chat_template_file) {
   std::optional<ChatTemplate> chat;
-  if (has_chat_template(model_dir)) chat = ChatTemplate::from_model_dir(model_dir);
+  if (!chat_template_file.empty() || has_chat_template(model_dir))
+    chat = ChatTemplate::from_model_dir(model_dir, chat_template_file);
   return std::make_unique<ModelCodec>(tok, std::move(encode_prompt), std::move(chat));
 }
 

@@ -1,8 +1,12 @@
 // End to end: the real `tessera serve` on fixture models, driven by the official OpenAI client
 // and raw HTTP (Node scripts in tests/server/js).
 #include <gtest/gtest.h>
+#include <httplib.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "server_process.h"
 #include "testutil.h"
@@ -104,6 +108,40 @@ TEST(ServerE2E, PrefixCachingShortensTheSecondTurn) {
   ASSERT_TRUE(srv.wait_healthy()) << srv.log();
   expect_node_passes("prefix_cache.js", srv.base_url() + " tessera-kjv");
   EXPECT_EQ(srv.stop(), 0) << srv.log();
+}
+
+// vLLM's --chat-template: the file replaces the model's template, with the model's special
+// tokens as its variables, for chats and /tokenize alike, and the tool-call format is inferred
+// from it; a missing file is refused at start.
+TEST(ServerE2E, ChatTemplateFileReplacesTheModels) {
+  const auto file =
+      std::filesystem::temp_directory_path() / ("tessera_tmpl_" + std::to_string(::getpid()) + ".jinja");
+  std::ofstream(file) << "{#- calls as <tool_call> -#}{{ bos_token }}[custom]{% for m in messages %}{{ "
+                         "m.content }}|{% endfor %}";
+  ServerProcess srv("-m " + kjv() + " -t 2 --kv-cache-memory 16MiB --chat-template " + file.string());
+  ASSERT_TRUE(srv.wait_healthy()) << srv.log();
+  httplib::Client cli("127.0.0.1", srv.port());
+  const std::string messages = R"("messages": [{"role": "user", "content": "In the beginning"}])";
+  auto tok = cli.Post("/tokenize", "{" + messages + "}", "application/json");
+  ASSERT_TRUE(tok && tok->status == 200) << (tok ? tok->body : "no answer");
+  auto ids = nlohmann::json::parse(tok->body)["tokens"];
+  auto text = cli.Post("/detokenize", nlohmann::json{{"tokens", ids}}.dump(), "application/json");
+  ASSERT_TRUE(text && text->status == 200);
+  EXPECT_EQ(nlohmann::json::parse(text->body)["prompt"], "<|bos|>[custom]In the beginning|");
+  auto chat =
+      cli.Post("/v1/chat/completions", "{" + messages + R"(, "max_tokens": 2, "return_token_ids": true})",
+               "application/json");
+  ASSERT_TRUE(chat && chat->status == 200) << (chat ? chat->body : "no answer");
+  EXPECT_EQ(nlohmann::json::parse(chat->body)["prompt_token_ids"][0], ids);
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+  // The formats are inferred from the file's template, not the model's.
+  EXPECT_NE(srv.log().find("tool calls 'hermes'"), std::string::npos) << srv.log();
+  std::filesystem::remove(file);
+
+  ServerProcess missing("-m " + kjv() + " --chat-template " + file.string());
+  EXPECT_FALSE(missing.wait_healthy(2));
+  EXPECT_NE(missing.stop(), 0);
+  EXPECT_NE(missing.log().find("--chat-template"), std::string::npos) << missing.log();
 }
 
 TEST(ServerE2E, AModelThatFailsToLoadStopsTheServerWithTheReason) {
