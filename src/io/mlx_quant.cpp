@@ -24,9 +24,9 @@ MlxQuantization::Params read_params(const nlohmann::json& q, const MlxQuantizati
       q.contains("mode") && q["mode"].is_string() ? q["mode"].get<std::string>() : "affine";
   TESSERA_CHECK(mode == "affine", "config.json: " + where + ": MLX quantization mode \"" + mode +
                                       "\" is not supported (affine is)");
-  TESSERA_CHECK(p.bits == 2 || p.bits == 4 || p.bits == 8,
+  TESSERA_CHECK(p.bits >= 2 && p.bits <= 8 && p.bits != 7,
                 "config.json: " + where + ": " + std::to_string(p.bits) +
-                    "-bit MLX quantization is not supported (2, 4 and 8 bits are)");
+                    "-bit MLX quantization is not supported (2, 3, 4, 5, 6 and 8 bits are)");
   TESSERA_CHECK(p.group_size > 0, "config.json: " + where + ": group_size must be positive");
   return p;
 }
@@ -87,10 +87,13 @@ Tensor mlx_dequantize(const Tensor& packed, const Tensor& scales, const Tensor& 
   const Shape& ps = packed.shape();
   TESSERA_CHECK(!ps.empty(), what + ": the weight has no dimensions");
   const int64_t words = ps.back(), in = words * 32 / p.bits;
-  TESSERA_CHECK(in % p.group_size == 0 && p.group_size % (32 / p.bits) == 0,
-                what + ": " + std::to_string(in) + " inputs are not whole groups of " +
-                    std::to_string(p.group_size) + " (groups of whole " + std::to_string(32 / p.bits) +
-                    "-code words)");
+  // Widths that divide 32 fill whole words, and their groups are whole words; the others (3, 5 and
+  // 6 bits) are one bit stream a row, as MLX packs them (8 or 4 codes in 3 or 5 bytes).
+  const bool word_aligned = 32 % p.bits == 0;
+  TESSERA_CHECK(words * 32 % p.bits == 0 && in % p.group_size == 0 &&
+                    (!word_aligned || p.group_size % (32 / p.bits) == 0),
+                what + ": " + std::to_string(words) + " words of " + std::to_string(p.bits) +
+                    "-bit codes are not whole groups of " + std::to_string(p.group_size));
   Shape gs = ps, out_shape = ps;
   gs.back() = in / p.group_size;
   out_shape.back() = in;
@@ -109,11 +112,20 @@ Tensor mlx_dequantize(const Tensor& packed, const Tensor& scales, const Tensor& 
     std::vector<float> row(static_cast<size_t>(in));
     for (int64_t r = begin; r < end; ++r) {
       const uint32_t* word = q + r * words;
+      const auto* bytes = reinterpret_cast<const uint8_t*>(word);
       float* v = row.data();
-      for (int64_t g = 0; g < groups; ++g) {  // a group is whole words: per_word divides group_size
+      for (int64_t g = 0; g < groups; ++g) {
         const float s = to_f32(scales, r * groups + g), b = to_f32(biases, r * groups + g);
-        for (int64_t k = 0; k < p.group_size / per_word; ++k, ++word)
-          for (int j = 0; j < per_word; ++j) *v++ = s * float(*word >> (j * p.bits) & mask) + b;
+        if (word_aligned) {
+          for (int64_t k = 0; k < p.group_size / per_word; ++k, ++word)
+            for (int j = 0; j < per_word; ++j) *v++ = s * float(*word >> (j * p.bits) & mask) + b;
+          continue;
+        }
+        for (int64_t i = g * p.group_size; i < (g + 1) * p.group_size; ++i) {
+          const int64_t bit = i * p.bits, at = bit / 8;  // a code spans at most two bytes
+          const uint32_t two = bytes[at] | (at + 1 < words * 4 ? uint32_t(bytes[at + 1]) << 8 : 0u);
+          *v++ = s * float(two >> (bit % 8) & mask) + b;
+        }
       }
       if (dt == DType::F32) {
         std::memcpy(out.data<float>() + r * in, row.data(), row.size() * sizeof(float));

@@ -23,14 +23,15 @@ struct MlxQuantization {
 
   // From a config.json: the MLX quantization it names, or none. Throws tessera::Error for a
   // quantized checkpoint of another kind (GPTQ, AWQ, FP8, ...), or MLX modes and widths other
-  // than affine 2, 4 and 8 bits.
+  // than affine 2, 3, 4, 5, 6 and 8 bits.
   static std::optional<MlxQuantization> from_config(const nlohmann::json& config);
   // The parameters of the layer at `path` (its weight's name without ".weight").
   std::optional<Params> of(const std::string& path) const;
 };
 
 // w[..., i] = scales[..., i / group_size] * q[..., i] + biases[..., i / group_size], where q[..., i]
-// is bits [i * bits, (i + 1) * bits) of the row's words, counted from each word's lowest bit.
+// is bits [i * bits, (i + 1) * bits) of the row's words read as one little-endian bit stream (each
+// word's lowest bit first).
 // Computed in f32 and returned in the scales' dtype. Throws tessera::Error naming `layer` on
 // shapes that do not fit.
 Tensor mlx_dequantize(const Tensor& packed, const Tensor& scales, const Tensor& biases,

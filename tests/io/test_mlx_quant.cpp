@@ -40,6 +40,24 @@ TEST(MlxQuant, CodesFromEachWordsLowestBitsUp) {
   EXPECT_EQ(values(mlx_dequantize(words({1, 1}, {0xC00000E4}), one, zero, {2, 16}, "x")), two);
 }
 
+// 3, 5 and 6 bits: each row one little-endian bit stream, as MLX's extract_bits reads its packs of
+// 3, 5 and 3 bytes. The expected codes are those MLX's formulas give for these (random) words.
+TEST(MlxQuant, OddWidthsAreOneBitStreamARow) {
+  Tensor one = f32({1, 1}, {1}), zero = f32({1, 1}, {0});
+  auto codes = [&](int bits, std::vector<uint32_t> w) {
+    return values(mlx_dequantize(words({1, int64_t(w.size())}, w), one, zero, {bits, 32}, "x"));
+  };
+  EXPECT_EQ(codes(3, {0xee0eb782, 0x39501a7f, 0xc27ef0be}),
+            (std::vector<float>{2, 0, 6, 3, 3, 5, 3, 0, 6, 5, 7, 7, 7, 4, 6, 0,
+                                0, 2, 5, 4, 3, 4, 7, 5, 0, 6, 3, 7, 7, 4, 0, 6}));
+  EXPECT_EQ(codes(5, {0x6e067f34, 0xc75d8fd0, 0xe3472451, 0x2004340, 0x55546e6b}),
+            (std::vector<float>{20, 25, 31, 12, 0,  23, 1, 26, 15, 12, 23, 14, 28, 8,  17, 4,
+                                7,  26, 24, 1,  20, 1,  1, 0,  2,  24, 26, 28, 6,  10, 21, 10}));
+  EXPECT_EQ(codes(6, {0x6865a094, 0x98c4645d, 0x54d4b80b, 0xa921874a, 0x21ad019a, 0xf69cb59e}),
+            (std::vector<float>{20, 2,  26, 25, 40, 53, 5,  25, 4,  35, 57, 2,  56, 18, 13, 21,
+                                10, 29, 24, 8,  41, 42, 25, 0,  45, 6,  34, 39, 53, 50, 41, 61}));
+}
+
 // Each group of inputs has its own scale and bias; rows have their own groups; bf16 in, bf16 out.
 TEST(MlxQuant, ScaleAndBiasPerGroupOfEachRow) {
   Tensor scales = Tensor::empty(DType::BF16, {2, 2}), biases = Tensor::empty(DType::BF16, {2, 2});
@@ -121,8 +139,8 @@ TEST(MlxQuant, OtherQuantizationsAreRefusedByName) {
             std::string::npos);
   EXPECT_NE(refused(R"({"quantization": {"group_size": 32, "bits": 4, "mode": "mxfp4"}})").find("mxfp4"),
             std::string::npos);
-  EXPECT_NE(refused(R"({"quantization": {"group_size": 64, "bits": 3}})").find("3-bit"), std::string::npos);
-  EXPECT_NE(refused(R"({"quantization": {"group_size": 64, "bits": 4, "x": {"bits": 6}}})").find("6-bit"),
+  EXPECT_NE(refused(R"({"quantization": {"group_size": 64, "bits": 7}})").find("7-bit"), std::string::npos);
+  EXPECT_NE(refused(R"({"quantization": {"group_size": 64, "bits": 4, "x": {"bits": 1}}})").find("1-bit"),
             std::string::npos);
 }
 

@@ -1,8 +1,8 @@
 // MLX-quantized checkpoints load as the models of their dequantized weights: fixtures' layers and
-// embeddings stored as 4-bit codes (a layer 8-bit, one left unquantized, as mlx-lm's mixed
-// quantization writes them; experts stacked as mlx-lm stacks them) give logits bit-equal to bf16
-// checkpoints of the same values, written here by reading each row's codes as one little-endian
-// bit stream.
+// embeddings stored as codes (4-bit, some layers 2, 3, 5, 6 or 8, one left unquantized, as mlx-lm's
+// mixed quantization writes them; experts stacked as mlx-lm stacks them) give logits bit-equal to
+// bf16 checkpoints of the same values, written here by reading each row's codes as one
+// little-endian bit stream.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -81,7 +81,8 @@ class Pair {
   Quantized add(const std::string& layer, int64_t rows, int64_t in) {
     const nlohmann::json& c = config_["quantization"];
     const nlohmann::json& s = c.contains(layer) ? c[layer] : c;
-    Quantized x = quantize_randomly(rows, in, s["bits"], s["group_size"], rng_);
+    Quantized x = quantize_randomly(rows, in, s.value("bits", c["bits"].get<int>()),
+                                    s.value("group_size", c["group_size"].get<int>()), rng_);
     q.emplace_back(layer + ".scales", x.scales);
     q.emplace_back(layer + ".biases", x.biases);
     return x;
@@ -101,6 +102,10 @@ TEST(MlxQuantized, LoadsAsItsDequantizedWeights) {
   Pair pair("llama", {{"group_size", 32},
                       {"bits", 4},
                       {eight_bit, {{"group_size", 32}, {"bits", 8}}},
+                      {"model.layers.0.self_attn.q_proj", {{"bits", 3}}},
+                      {"model.layers.0.mlp.gate_proj", {{"bits", 5}}},
+                      {"model.layers.0.mlp.up_proj", {{"group_size", 64}, {"bits", 6}}},
+                      {"model.layers.0.mlp.down_proj", {{"bits", 2}}},
                       {unquantized, false}});
   WeightStore weights(pair.src());
   int layers = 0;
