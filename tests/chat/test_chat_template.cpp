@@ -1,6 +1,5 @@
 // Loading templates from model directories, the `tessera template` command, and concurrent renders.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -33,11 +32,13 @@ class TempDir {
   fs::path path_;
 };
 
-const nlohmann::ordered_json kHello = nlohmann::ordered_json::parse(R"({"messages": [{"role": "user", "content": "hi"}]})");
+const nlohmann::ordered_json kHello =
+    nlohmann::ordered_json::parse(R"({"messages": [{"role": "user", "content": "hi"}]})");
 
 TEST(ChatTemplateLoading, TokenizerConfigStringAndSpecialTokens) {
   TempDir d;
-  d.write("tokenizer_config.json", R"({"bos_token": {"content": "<s>", "__type": "AddedToken"}, "eos_token": "</s>",
+  d.write("tokenizer_config.json",
+          R"({"bos_token": {"content": "<s>", "__type": "AddedToken"}, "eos_token": "</s>",
     "chat_template": "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}{{ eos_token }}"})");
   auto t = ChatTemplate::from_model_dir(d.path());
   EXPECT_EQ(t.render(kHello), "<s>hi</s>");
@@ -145,6 +146,34 @@ TEST(ChatTemplateContinue, EndsWhereTheFinalMessageDoes) {
   EXPECT_THROW(t.render(both), Error);
 }
 
+// On the real templates: a conversation ending in the assistant's message, continued, renders as
+// the whole conversation cut right after that message's text (no end of turn, no new header).
+TEST(ChatTemplateContinue, RealTemplatesStopInsideTheFinalMessage) {
+  TESSERA_REQUIRE_REFERENCE();
+  const fs::path dir = reference_dir() / "chat-templates";
+  nlohmann::ordered_json ctx =
+      nlohmann::ordered_json::parse(read_file(dir / "contexts" / "minja-simple.json"));
+  ctx["add_generation_prompt"] = false;
+  const std::string final_text = ctx["messages"].back()["content"];
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(dir / "templates")) {
+    std::string whole;
+    ChatTemplate t = ChatTemplate::from_string(read_file(entry.path()));
+    try {
+      whole = t.render(ctx, frozen_clock_options());
+    } catch (const std::exception&) {
+      continue;  // templates that refuse this conversation, or read what only transformers passes
+    }
+    if (whole.find(final_text) == std::string::npos) continue;  // templates that rewrite the answer
+    auto continued = ctx;
+    continued["continue_final_message"] = true;
+    const std::string cut = t.render(continued, frozen_clock_options());
+    EXPECT_EQ(cut, whole.substr(0, whole.rfind(final_text) + final_text.size())) << entry.path().filename();
+    ++checked;
+  }
+  EXPECT_GE(checked, 50);
+}
+
 TEST(ChatTemplateThreads, ConcurrentRendersOfOneTemplate) {
   TESSERA_REQUIRE_REFERENCE();
   auto dir = reference_dir() / "chat-templates";
@@ -181,7 +210,8 @@ Run run_cli(const std::string& args) {
 TEST(ChatTemplateCli, RendersExactlyAndFailsWithCode2) {
   if (!fs::exists(binary_dir() / "tessera")) GTEST_SKIP() << "the tessera binary is not built";
   TempDir d;
-  d.write("tokenizer_config.json", R"({"bos_token": "<s>", "chat_template": "{{ bos_token }}{{ messages[0].content }}|{{ flag }}"})");
+  d.write("tokenizer_config.json",
+          R"({"bos_token": "<s>", "chat_template": "{{ bos_token }}{{ messages[0].content }}|{{ flag }}"})");
   auto ctx = d.write("ctx.json", R"({"messages": [{"role": "user", "content": "hi\n"}], "flag": 3})");
   auto r = run_cli("-m " + d.path().string() + " --context " + ctx.string());
   EXPECT_EQ(r.code, 0);
