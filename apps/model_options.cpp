@@ -87,8 +87,13 @@ std::unique_ptr<Backend> make_backend(const ModelOptions& o) {
 std::string LoadedRuntime::load_summary() const {
   char s[256];
   double gb = double(weight_bytes) / 1e9;
+  // MLX-quantized weights are dequantized copies, in memory as their scales' dtype.
+  if (loaded.weights->quantized())
+    std::snprintf(s, sizeof s,
+                  "weights: %.2f GB of MLX-quantized codes, dequantized in %.2f s (%s)", gb,
+                  load_seconds, backend->name().c_str());
   // On the CPU the weights stay in the mapping (read on first use), so there is no rate to show.
-  if (backend->device() == Device::CPU)
+  else if (backend->device() == Device::CPU)
     std::snprintf(s, sizeof s, "weights: %.2f GB mapped in %.2f s (%s)", gb, load_seconds, backend->name().c_str());
   else
     std::snprintf(s, sizeof s, "weights: %.2f GB uploaded in %.2f s (%.1f GB/s) to %s", gb, load_seconds,

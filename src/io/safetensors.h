@@ -49,6 +49,7 @@ class WeightStore {
   // The tensor as the file holds it (a view, never dequantized).
   Tensor stored(const std::string& name) const;
   void set_quantization(MlxQuantization q) { quant_ = std::move(q); }
+  bool quantized() const { return quant_.has_value(); }
   // As get(), and checks the shape; the error names the tensor and both shapes.
   Tensor get(const std::string& name, const Shape& expected) const;
   std::vector<std::string> names() const;

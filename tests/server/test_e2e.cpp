@@ -4,10 +4,13 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "io/safetensors.h"
 #include "server_process.h"
 #include "testutil.h"
 
@@ -142,6 +145,57 @@ TEST(ServerE2E, ChatTemplateFileReplacesTheModels) {
   EXPECT_FALSE(missing.wait_healthy(2));
   EXPECT_NE(missing.stop(), 0);
   EXPECT_NE(missing.log().find("--chat-template"), std::string::npos) << missing.log();
+}
+
+// An MLX-quantized checkpoint served: the llama fixture with every projection as 8-bit codes (each
+// weight's nearest code in a group's range). It loads, says so, and answers.
+TEST(ServerE2E, ServesAnMlxQuantizedCheckpoint) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tessera_mlx_serve_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto config = nlohmann::json::parse(
+      tessera::test::read_file(std::filesystem::path(fixture("llama")) / "config.json"));
+  config["quantization"] = {{"group_size", 32}, {"bits", 8}};
+  std::ofstream(dir / "config.json") << config.dump();
+  tessera::WeightStore weights(fixture("llama"));
+  std::vector<std::pair<std::string, tessera::Tensor>> out;
+  for (const std::string& name : weights.names()) {
+    tessera::Tensor w = weights.get(name);
+    if (name.find("_proj.weight") == std::string::npos) {
+      out.emplace_back(name, w);
+      continue;
+    }
+    const int64_t rows = w.dim(0), in = w.dim(1), groups = in / 32;
+    tessera::Tensor codes = tessera::Tensor::empty(tessera::DType::U32, {rows, in / 4});
+    tessera::Tensor scales = tessera::Tensor::empty(tessera::DType::F32, {rows, groups});
+    tessera::Tensor biases = tessera::Tensor::empty(tessera::DType::F32, {rows, groups});
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t g = 0; g < groups; ++g) {
+        const float* v = w.data<float>() + r * in + g * 32;
+        const float lo = *std::min_element(v, v + 32), hi = *std::max_element(v, v + 32);
+        const float step = (hi - lo) / 255;
+        scales.data<float>()[r * groups + g] = step, biases.data<float>()[r * groups + g] = lo;
+        for (int i = 0; i < 32; ++i) {
+          const uint32_t code = step > 0 ? uint32_t(std::lround((v[i] - lo) / step)) : 0;
+          codes.data<uint32_t>()[(r * in + g * 32 + i) / 4] |= code << (8 * (i % 4));
+        }
+      }
+    const std::string layer = name.substr(0, name.size() - 7);
+    out.emplace_back(name, codes), out.emplace_back(layer + ".scales", scales),
+        out.emplace_back(layer + ".biases", biases);
+  }
+  tessera::write_safetensors(dir / "model.safetensors", out);
+
+  ServerProcess srv("-m " + dir.string() + " -t 2 --kv-cache-memory 8MiB");
+  ASSERT_TRUE(srv.wait_healthy()) << srv.log();
+  httplib::Client cli("127.0.0.1", srv.port());
+  auto r = cli.Post("/v1/completions", R"({"prompt": [1, 17, 200], "max_tokens": 4, "temperature": 0})",
+                    "application/json");
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+  EXPECT_EQ(nlohmann::json::parse(r->body)["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+  EXPECT_NE(srv.log().find("MLX-quantized codes, dequantized"), std::string::npos) << srv.log();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ServerE2E, AModelThatFailsToLoadStopsTheServerWithTheReason) {
