@@ -57,8 +57,7 @@ int run(int argc, char** argv) {
 
   LoadedRuntime rt = load_runtime(mo);
   const Tokenizer& tok = rt.require_tokenizer();
-  ChatTemplate tmpl = ChatTemplate::from_model_dir(
-      mo.model_dir.empty() ? TESSERA_DEFAULT_MODEL_DIR : mo.model_dir, template_file);
+  ChatTemplate tmpl = ChatTemplate::from_model_dir(mo.dir(), template_file);
   EngineConfig ec;
   ec.kv_cache_bytes = kv_mib << 20;
   ec.max_model_len = mo.max_model_len;

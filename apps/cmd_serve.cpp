@@ -162,7 +162,7 @@ int run(int argc, char** argv) {
   app.add_flag("--no-log-requests", quiet, "Do not log a line per finished request");
   CLI11_PARSE(app, argc, argv);
   sc.log_requests = !quiet;
-  if (mo.model_dir.empty()) mo.model_dir = TESSERA_DEFAULT_MODEL_DIR;
+  mo.model_dir = mo.dir();
   if (!kv_memory.empty()) ec.kv_cache_bytes = parse_size(kv_memory);
   ec.max_model_len = mo.max_model_len;
   ec.enforce_eager = mo.enforce_eager;

@@ -125,10 +125,14 @@ DType resolve_kv_cache_dtype(const std::string& flag, const WeightStore& weights
   return dt;
 }
 
+std::string ModelOptions::dir() const {
+  return model_dir.empty() ? TESSERA_DEFAULT_MODEL_DIR : model_dir;
+}
+
 LoadedRuntime load_runtime(const ModelOptions& o) {
   LoadedRuntime rt;
   rt.backend = make_backend(o);
-  std::filesystem::path dir = o.model_dir.empty() ? std::string(TESSERA_DEFAULT_MODEL_DIR) : o.model_dir;
+  std::filesystem::path dir = o.dir();
   auto t0 = std::chrono::steady_clock::now();
   rt.loaded = load_model(dir, *rt.backend);
   rt.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -71,15 +71,8 @@ std::optional<std::string> echo_text(const GenerationRequest& r, size_t prompt) 
     return r.prompts[prompt].is_text && !r.truncate_prompt_tokens ? std::optional(r.prompts[prompt].text)
                                                                   : std::nullopt;
   const auto& last = r.chat.messages.back();
-  std::string text;
-  if (r.chat.add_generation_prompt && last.value("role", "") != "assistant") return text;
-  if (const auto c = last.find("content"); c != last.end() && c->is_string())
-    text = c->get<std::string>();
-  else if (c != last.end() && c->is_array())
-    for (const auto& part : *c)
-      if (part.is_object() && part.contains("text") && part["text"].is_string())
-        text += (text.empty() ? "" : "\n") + part["text"].get<std::string>();
-  return text;
+  if (r.chat.add_generation_prompt && last.value("role", "") != "assistant") return std::string();
+  return content_text(last.value("content", nlohmann::ordered_json()));  // rendered already: parts are text
 }
 
 // Builds the engine requests, one per (prompt, choice), enforcing the context length.

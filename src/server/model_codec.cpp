@@ -25,17 +25,8 @@ class Decoder : public TextDecoder {
 // text models expect; other kinds of parts cannot be served by a text model.
 nlohmann::ordered_json normalize_messages(const nlohmann::ordered_json& messages) {
   nlohmann::ordered_json out = messages;
-  for (auto& m : out) {
-    if (!m.contains("content") || !m["content"].is_array()) continue;
-    std::string text;
-    for (const auto& part : m["content"]) {
-      if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
-          !part["text"].is_string())
-        throw Error("only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
-      text += (text.empty() ? "" : "\n") + part["text"].get<std::string>();
-    }
-    m["content"] = text;
-  }
+  for (auto& m : out)
+    if (m.contains("content") && m["content"].is_array()) m["content"] = content_text(m["content"]);
   return out;
 }
 
@@ -96,6 +87,19 @@ class ModelCodec : public TextCodec {
 };
 
 }  // namespace
+
+std::string content_text(const nlohmann::ordered_json& content) {
+  if (content.is_string()) return content.get<std::string>();
+  std::string text;
+  if (!content.is_array()) return text;
+  for (const auto& part : content) {
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+        !part["text"].is_string())
+      throw Error("only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
+    text += (text.empty() ? "" : "\n") + part["text"].get<std::string>();
+  }
+  return text;
+}
 
 std::unique_ptr<TextCodec> make_model_codec(
     const Tokenizer& tok, const std::filesystem::path& model_dir,

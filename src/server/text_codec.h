@@ -33,6 +33,10 @@ struct ChatInput {
   bool continue_final_message = false;  // the prompt ends inside the final message (vLLM's extension)
 };
 
+// A message's content as text: a string, or its text parts joined by newlines; null is "".
+// Throws tessera::Error on a part that is not text.
+std::string content_text(const nlohmann::ordered_json& content);
+
 class TextCodec {
  public:
   virtual ~TextCodec() = default;
