@@ -201,8 +201,8 @@ Tensor forward(Backend& be, Model& M, const StepInputs& in) {
   be.rms_norm(x, M.layers[0].in_norm, 1e-5f, 0.0f, h);
   for (int l = 0; l < m.layers; ++l) {
     Layer& L = M.layers[size_t(l)];
-    be.linear_rope_store_kv(h, {L.q, none, q2}, {L.k, none, k2}, {L.v, none, v2}, in.meta.positions, rope, in.slots,
-                            M.k_cache[size_t(l)], M.v_cache[size_t(l)]);
+    be.linear_rope_store_kv(h, {L.q, none, q2}, {L.k, none, k2}, {L.v, none, v2}, in.meta.positions, rope,
+                            in.slots, M.k_cache[size_t(l)], M.v_cache[size_t(l)], nullptr);
     be.attention(q, M.k_cache[size_t(l)], M.v_cache[size_t(l)], in.meta, {1.0f / std::sqrt(float(Dh)), 0, 0.0f},
                  attn);
     be.linear_add_rms_norm(attn2, {L.o, none, d}, x, L.post_norm, 1e-5f, 0.0f, h);
@@ -338,13 +338,15 @@ void op_breakdown(Backend& be, Model& M, int seqs, int new_tokens, int context) 
   const double qkv_bytes = double(L.q.nbytes() + L.k.nbytes() + L.v.nbytes());
   RopeParams rope{M.inv_freq, 1.0f, int(Dh)};
   product("qkv + rope + store_kv", h, qkv_bytes, [&] {
-    be.linear_rope_store_kv(h, {L.q, none, q2}, {L.k, none, k2}, {L.v, none, v2}, in.meta.positions, rope, in.slots,
-                            M.k_cache[0], M.v_cache[0]);
+    be.linear_rope_store_kv(h, {L.q, none, q2}, {L.k, none, k2}, {L.v, none, v2}, in.meta.positions, rope,
+                            in.slots, M.k_cache[0], M.v_cache[0], nullptr);
   });
   product("  linear qkv 6144x4096", h, qkv_bytes,
           [&] { be.linear_group(h, {{L.q, none, q2}, {L.k, none, k2}, {L.v, none, v2}}); }, false);
-  op("  rope q, k + store_kv",
-     [&] { be.rope_store_kv(q, k, v, in.meta.positions, rope, in.slots, M.k_cache[0], M.v_cache[0]); }, false);
+  auto rope_store = [&] {
+    be.rope_store_kv(q, k, v, in.meta.positions, rope, in.slots, M.k_cache[0], M.v_cache[0], nullptr);
+  };
+  op("  rope q, k + store_kv", rope_store, false);
   double kv_bytes = double(seqs) * context * m.kv_bytes_per_token() / m.layers;
   {
     double s = op_seconds(be, reps, [&] {

@@ -46,6 +46,14 @@ struct RopeParams {
   int rotary_dim = 0;
 };
 
+// Each head of q and of k RMS-normalised over its Dh values before rope (Qwen3, Gemma 3):
+// x * inv_rms * (weight + offset), weights [Dh].
+struct QkNorm {
+  const Tensor& q_weight;
+  const Tensor& k_weight;
+  float eps = 1e-6f, offset = 0.0f;
+};
+
 // The gated MLP's activation: out = act(gate) * up with act silu (SwiGLU: Llama, Qwen, Mistral)
 // or gelu in its tanh form (GeGLU: Gemma's gelu_pytorch_tanh).
 enum class Glu { SwiGLU, GeGLU };
@@ -198,10 +206,15 @@ class Backend {
   // sequences that pad a batch to a recorded shape).
   virtual void store_kv(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache,
                         Tensor& v_cache) = 0;
-  // rope(q), rope(k), then store_kv(k, v): a layer's new tokens into the cache in one pass. The
-  // default runs the three ops.
-  virtual void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeParams& p,
-                             const Tensor& slots, Tensor& k_cache, Tensor& v_cache) {
+  // rope(q), rope(k), then store_kv(k, v): a layer's new tokens into the cache in one pass; with
+  // qk_norm, q and k are normalised per head first (in place). The default runs the ops one by one.
+  virtual void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions,
+                             const RopeParams& p, const Tensor& slots, Tensor& k_cache, Tensor& v_cache,
+                             const QkNorm* qk_norm) {
+    if (qk_norm) {
+      rms_norm(q, qk_norm->q_weight, qk_norm->eps, qk_norm->offset, q);
+      rms_norm(k, qk_norm->k_weight, qk_norm->eps, qk_norm->offset, k);
+    }
     rope(q, positions, p);
     rope(k, positions, p);
     store_kv(k, v, slots, k_cache, v_cache);
@@ -210,13 +223,14 @@ class Backend {
   // then rope_store_kv() of them as [T, heads, Dh] (Dh: the caches'). q.out [T, H * Dh] gets the
   // rotated queries; k.out and v.out are scratch: the default runs linear_group() into them, a
   // backend may leave them unwritten (the caches hold the new k and v).
-  virtual void linear_rope_store_kv(const Tensor& x, const LinearPart& q, const LinearPart& k, const LinearPart& v,
-                                    const Tensor& positions, const RopeParams& p, const Tensor& slots,
-                                    Tensor& k_cache, Tensor& v_cache) {
+  virtual void linear_rope_store_kv(const Tensor& x, const LinearPart& q, const LinearPart& k,
+                                    const LinearPart& v, const Tensor& positions, const RopeParams& p,
+                                    const Tensor& slots, Tensor& k_cache, Tensor& v_cache,
+                                    const QkNorm* qk_norm) {
     linear_group(x, {q, k, v});
     const int64_t Dh = k_cache.dim(-1), T = q.out.dim(0);
     Tensor q3 = q.out.reshape({T, q.weight.dim(0) / Dh, Dh}), k3 = k.out.reshape({T, k.weight.dim(0) / Dh, Dh});
-    rope_store_kv(q3, k3, v.out.reshape(k3.shape()), positions, p, slots, k_cache, v_cache);
+    rope_store_kv(q3, k3, v.out.reshape(k3.shape()), positions, p, slots, k_cache, v_cache, qk_norm);
   }
   // Causal attention of q [T, H, Dh] over each sequence's paged cache; out [T, H, Dh] in f32 or
   // the 16-bit format of the product it feeds (linear_input_dtype). H must be a multiple of the

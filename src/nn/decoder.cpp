@@ -161,14 +161,9 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
     const RopeParams& rope = opts_.sliding_window[l] > 0 ? sliding_rope : full_rope;
     const LinearPart qp{L.q_proj.weight, L.q_proj.bias, q2}, kp{L.k_proj.weight, L.k_proj.bias, k2},
         vp{L.v_proj.weight, L.v_proj.bias, v2};
-    if (opts_.qk_norm) {  // q and k normalised per head between the product and rope
-      be_.linear_group(h, {qp, kp, vp});
-      be_.rms_norm(q, L.q_norm, eps, off, q);
-      be_.rms_norm(k, L.k_norm, eps, off, k);
-      be_.rope_store_kv(q, k, v, fb.attn.positions, rope, fb.slot_mapping, cache.k[l], cache.v[l]);
-    } else {
-      be_.linear_rope_store_kv(h, qp, kp, vp, fb.attn.positions, rope, fb.slot_mapping, cache.k[l], cache.v[l]);
-    }
+    const QkNorm qk_norm{L.q_norm, L.k_norm, eps, off};  // q and k normalised per head before rope
+    be_.linear_rope_store_kv(h, qp, kp, vp, fb.attn.positions, rope, fb.slot_mapping, cache.k[l], cache.v[l],
+                             opts_.qk_norm ? &qk_norm : nullptr);
     const float scale = opts_.attn_scale > 0.0f ? opts_.attn_scale : 1.0f / std::sqrt(float(Dh));
     be_.attention(q, cache.k[l], cache.v[l], fb.attn, {scale, opts_.sliding_window[l], opts_.attn_softcap}, attn);
     const bool last = l + 1 == opts_.num_layers;

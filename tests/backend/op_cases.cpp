@@ -292,21 +292,55 @@ RopeInputs rope_inputs(int T, int rows, int rotary_dim, Rng& rng) {
   return {i32_tensor(pos), i32_tensor(slots), inv_freq};
 }
 
-// rope of q and k, then k and v into shuffled cache rows (partial rotary included); the caches
-// start random, so a row left unwritten differs from the reference.
-OpCase rope_store_kv_case(DType cache, int T, int H, int Hkv, int Dh, int rotary_dim, uint64_t seed) {
+// The per-head q/k norm a case applies before rope: none, Qwen3's (weights about 1) or Gemma 3's
+// (weights about 0, offset 1).
+enum class HeadNorm { None, Plain, Offset };
+
+struct HeadNormInputs {
+  HeadNorm kind = HeadNorm::None;
+  Tensor q, k;  // [Dh] of the weights' dtype
+  std::string name() const {
+    return kind == HeadNorm::None ? "" : kind == HeadNorm::Plain ? " qk_norm" : " qk_norm+1";
+  }
+};
+
+HeadNormInputs head_norm_inputs(HeadNorm kind, DType dt, int Dh, Rng& rng) {
+  if (kind == HeadNorm::None) return {};
+  const float mean = kind == HeadNorm::Plain ? 1.0f : 0.0f;
+  return {kind, random_tensor(dt, {Dh}, rng, 0.3f, mean), random_tensor(dt, {Dh}, rng, 0.3f, mean)};
+}
+
+// Runs f(const QkNorm*) with the norms uploaded (nullptr for none).
+template <class F>
+auto with_head_norm(Backend& be, const HeadNormInputs& n, F&& f) {
+  if (n.kind == HeadNorm::None) return f(nullptr);
+  const Tensor q = upload(be, n.q), k = upload(be, n.k);
+  const QkNorm norm{q, k, 1e-6f, n.kind == HeadNorm::Offset ? 1.0f : 0.0f};
+  return f(&norm);
+}
+
+// rope of q and k (each head normalised first where the case says), then k and v into shuffled
+// cache rows (partial rotary included); the caches start random, so a row left unwritten
+// differs from the reference.
+OpCase rope_store_kv_case(DType cache, int T, int H, int Hkv, int Dh, int rotary_dim, uint64_t seed,
+                          HeadNorm norm = HeadNorm::None) {
   Rng rng(seed);
   const int rows = T + 9;
   Tensor q = random_tensor(DType::F32, {T, H, Dh}, rng), k = random_tensor(DType::F32, {T, Hkv, Dh}, rng);
   Tensor v = random_tensor(DType::F32, {T, Hkv, Dh}, rng);
   Tensor kc = random_tensor(cache, {rows, Hkv, Dh}, rng), vc = random_tensor(cache, {rows, Hkv, Dh}, rng);
   const RopeInputs in = rope_inputs(T, rows, rotary_dim, rng);
+  const HeadNormInputs hn = head_norm_inputs(norm, cache, Dh, rng);
   std::string name = "rope_store_kv " + dname(cache) + " T=" + std::to_string(T) + " H=" + std::to_string(H) +
-                     " Hkv=" + std::to_string(Hkv) + " Dh=" + std::to_string(Dh) + " rotary=" + std::to_string(rotary_dim);
+                     " Hkv=" + std::to_string(Hkv) + " Dh=" + std::to_string(Dh) +
+                     " rotary=" + std::to_string(rotary_dim) + hn.name();
   return {name, "rope_store_kv", cache, cache == DType::F32 ? kPointwise : rounded16(cache), [=](Backend& be) {
             Tensor qd = upload(be, q), kd = upload(be, k), kcd = upload(be, kc), vcd = upload(be, vc);
-            be.rope_store_kv(qd, kd, upload(be, v), upload(be, in.positions),
-                             RopeParams{upload(be, in.inv_freq), 1.0f, rotary_dim}, upload(be, in.slots), kcd, vcd);
+            with_head_norm(be, hn, [&](const QkNorm* n) {
+              be.rope_store_kv(qd, kd, upload(be, v), upload(be, in.positions),
+                               RopeParams{upload(be, in.inv_freq), 1.0f, rotary_dim}, upload(be, in.slots),
+                               kcd, vcd, n);
+            });
             return Outputs{download(be, qd), download(be, kd), widened(be, kcd), widened(be, vcd)};
           }};
 }
@@ -315,7 +349,7 @@ OpCase rope_store_kv_case(DType cache, int T, int H, int Hkv, int Dh, int rotary
 // and the cache stores. Weights uploaded as one stacked group or apart; a bias on each part or
 // none; one padding token (slot -1). The caches start random, as in rope_store_kv_case.
 OpCase linear_rope_store_kv_case(DType dt, DType x_dt, int T, int K, int H, int Hkv, int Dh, int rotary_dim,
-                                 bool stacked, bool bias, uint64_t seed) {
+                                 bool stacked, bool bias, uint64_t seed, HeadNorm norm = HeadNorm::None) {
   Rng rng(seed);
   const DType cache = dt == DType::F32 ? DType::F32 : DType::BF16;
   const int rows = T + 9;
@@ -327,10 +361,11 @@ OpCase linear_rope_store_kv_case(DType dt, DType x_dt, int T, int K, int H, int 
   }
   Tensor kc = random_tensor(cache, {rows, Hkv, Dh}, rng), vc = random_tensor(cache, {rows, Hkv, Dh}, rng);
   const RopeInputs in = rope_inputs(T, rows, rotary_dim, rng);
+  const HeadNormInputs hn = head_norm_inputs(norm, dt, Dh, rng);
   std::string name = "linear_rope_store_kv " + dname(dt) + " x " + dname(x_dt) + " T=" + std::to_string(T) +
                      " K=" + std::to_string(K) + " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv) +
                      " Dh=" + std::to_string(Dh) + " rotary=" + std::to_string(rotary_dim) +
-                     (stacked ? " stacked" : " apart") + (bias ? " bias" : "");
+                     (stacked ? " stacked" : " apart") + (bias ? " bias" : "") + hn.name();
   return {name, "linear_rope_store_kv", dt, dt == DType::F32 ? kReduction : rounded16(cache), [=](Backend& be) {
             std::vector<Tensor> wd;
             if (stacked) wd = be.upload_group(w);
@@ -341,10 +376,12 @@ OpCase linear_rope_store_kv_case(DType dt, DType x_dt, int T, int K, int H, int 
               outs.push_back(poisoned(be, {T, wd[size_t(i)].dim(0)}));
             }
             Tensor kcd = upload(be, kc), vcd = upload(be, vc);
-            be.linear_rope_store_kv(upload(be, x), {wd[0], bd[0], outs[0]}, {wd[1], bd[1], outs[1]},
-                                    {wd[2], bd[2], outs[2]}, upload(be, in.positions),
-                                    RopeParams{upload(be, in.inv_freq), 1.0f, rotary_dim}, upload(be, in.slots), kcd,
-                                    vcd);
+            with_head_norm(be, hn, [&](const QkNorm* n) {
+              be.linear_rope_store_kv(upload(be, x), {wd[0], bd[0], outs[0]}, {wd[1], bd[1], outs[1]},
+                                      {wd[2], bd[2], outs[2]}, upload(be, in.positions),
+                                      RopeParams{upload(be, in.inv_freq), 1.0f, rotary_dim},
+                                      upload(be, in.slots), kcd, vcd, n);
+            });
             return Outputs{download(be, outs[0]), widened(be, kcd), widened(be, vcd)};
           }};
 }
@@ -761,6 +798,11 @@ std::vector<OpCase> op_cases(const std::string& op) {
       cases.push_back(rope_store_kv_case(cache, 1, 32, 8, 128, 128, seed++));  // decode, 8B heads
       cases.push_back(rope_store_kv_case(cache, 7, 8, 2, 64, 32, seed++));     // partial rotary
       cases.push_back(rope_store_kv_case(cache, 40, 4, 4, 80, 80, seed++));
+      // Each head normalised first: decode with Qwen3's heads; partial rotary over 80-wide heads
+      // (a warp's lanes past the row's end) with Gemma 3's offset; a padded prefill.
+      cases.push_back(rope_store_kv_case(cache, 1, 32, 8, 128, 128, seed++, HeadNorm::Plain));
+      cases.push_back(rope_store_kv_case(cache, 7, 8, 2, 80, 48, seed++, HeadNorm::Offset));
+      cases.push_back(rope_store_kv_case(cache, 40, 4, 4, 256, 256, seed++, HeadNorm::Plain));
     }
   } else if (op == "linear_rope_store_kv") {
     // T 1-2: the GPU's GEMV; 9: its skinny product; 40 and 600: one product over stacked rows
@@ -776,6 +818,14 @@ std::vector<OpCase> op_cases(const std::string& op) {
       cases.push_back(linear_rope_store_kv_case(dt, DType::F32, 40, 128, 6, 3, 32, 16, true, false, seed++));
       cases.push_back(linear_rope_store_kv_case(dt, dt, 40, 128, 4, 2, 64, 64, true, true, seed++));
       cases.push_back(linear_rope_store_kv_case(dt, dt, 33, 1280, 8, 2, 64, 64, true, false, seed++));
+      // qk-norm models: the GEMV then the normalising rope kernel; the stacked product read in
+      // place (and in 5 k ranges at K = 1280) by it.
+      cases.push_back(linear_rope_store_kv_case(dt, DType::F32, 1, 256, 8, 2, 64, 64, true, false, seed++,
+                                                HeadNorm::Plain));
+      cases.push_back(
+          linear_rope_store_kv_case(dt, dt, 40, 128, 4, 2, 64, 64, true, false, seed++, HeadNorm::Offset));
+      cases.push_back(
+          linear_rope_store_kv_case(dt, dt, 33, 1280, 8, 2, 64, 64, true, false, seed++, HeadNorm::Plain));
     }
   } else if (op == "embedding") {
     for (DType dt : kFloatTypes) {

@@ -361,7 +361,7 @@ class CudaBackend final : public Backend {
   }
 
   void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions, const RopeParams& p,
-                     const Tensor& slots, Tensor& kc, Tensor& vc) override {
+                     const Tensor& slots, Tensor& kc, Tensor& vc, const QkNorm* qk_norm) override {
     require_f32(q, "rope_store_kv", "q");
     require_f32(k, "rope_store_kv", "k");
     require_f32(v, "rope_store_kv", "v");
@@ -369,6 +369,10 @@ class CudaBackend final : public Backend {
     TESSERA_CHECK(k.dim(0) == T && v.numel() == k.numel() && k.dim(2) == Dh,
                   "rope_store_kv: q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) + ", v " +
                       shape_str(v.shape()));
+    if (qk_norm) {
+      rms_norm(q, qk_norm->q_weight, qk_norm->eps, qk_norm->offset, q);
+      rms_norm(k, qk_norm->k_weight, qk_norm->eps, qk_norm->offset, k);
+    }
     cuda::RopeStoreArgs a = rope_store_args(T, H, Hkv, Dh, positions, p, slots, kc, vc);
     a.q = ptr(q), a.k = ptr(k), a.v = ptr(v), a.ld_q = H * Dh, a.ld_kv = Hkv * Dh;
     a.q_out = ptr(q), a.k_out = ptr(k);
@@ -380,14 +384,14 @@ class CudaBackend final : public Backend {
   // column ranges the rope kernel reads where they lie (no scatter into the parts).
   void linear_rope_store_kv(const Tensor& x, const LinearPart& q, const LinearPart& k, const LinearPart& v,
                             const Tensor& positions, const RopeParams& p, const Tensor& slots, Tensor& kc,
-                            Tensor& vc) override {
+                            Tensor& vc, const QkNorm* qk_norm) override {
     const int64_t K = x.dim(-1), T = x.numel() / K, Dh = kc.dim(-1), Nq = q.weight.dim(0), Nkv = k.weight.dim(0);
     const DType dt = q.weight.dtype();
-    const bool fused = T > cuda::kSkinnyMaxTokens && (dt == DType::BF16 || dt == DType::F16) &&
+    const bool fused = !qk_norm && T > cuda::kSkinnyMaxTokens && (dt == DType::BF16 || dt == DType::F16) &&
                        q.weight.ndim() == 2 && follows(k.weight, q.weight) && follows(v.weight, k.weight) &&
                        v.weight.dim(0) == Nkv && Nq % Dh == 0 && Nkv % Dh == 0 && !q.bias.defined() &&
                        !k.bias.defined() && !v.bias.defined() && q.out.numel() == T * Nq;
-    if (!fused) return Backend::linear_rope_store_kv(x, q, k, v, positions, p, slots, kc, vc);
+    if (!fused) return Backend::linear_rope_store_kv(x, q, k, v, positions, p, slots, kc, vc, qk_norm);
     require_f32(q.out, "linear_rope_store_kv", "q out");
     const int64_t N = Nq + 2 * Nkv;
     Tensor stacked = Tensor::view(q.weight.raw(), dt, {N, q.weight.dim(1)}, q.weight.owner(), Device::CUDA);
