@@ -211,10 +211,7 @@ class Backend {
   virtual void rope_store_kv(Tensor& q, Tensor& k, const Tensor& v, const Tensor& positions,
                              const RopeParams& p, const Tensor& slots, Tensor& k_cache, Tensor& v_cache,
                              const QkNorm* qk_norm) {
-    if (qk_norm) {
-      rms_norm(q, qk_norm->q_weight, qk_norm->eps, qk_norm->offset, q);
-      rms_norm(k, qk_norm->k_weight, qk_norm->eps, qk_norm->offset, k);
-    }
+    if (qk_norm) normalize_heads(q, k, *qk_norm);
     rope(q, positions, p);
     rope(k, positions, p);
     store_kv(k, v, slots, k_cache, v_cache);
@@ -319,6 +316,14 @@ class Backend {
   // lists NaN or -inf values, in an unspecified order.
   virtual void logprobs(const Tensor& x, const Tensor& rows, const Tensor& tokens, int top_n, Tensor& out_lp,
                         Tensor& out_ids) = 0;
+
+ protected:
+  // rope_store_kv()'s first step with a QkNorm, as two rms_norm() calls: each head of q [T, H, Dh]
+  // and k [T, Hkv, Dh] normalised in place.
+  void normalize_heads(Tensor& q, Tensor& k, const QkNorm& n) {
+    rms_norm(q, n.q_weight, n.eps, n.offset, q);
+    rms_norm(k, n.k_weight, n.eps, n.offset, k);
+  }
 };
 
 inline void Backend::moe_experts(Glu act, const Tensor& h, const Tensor& ids, const Tensor& weights,

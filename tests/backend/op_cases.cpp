@@ -799,7 +799,7 @@ std::vector<OpCase> op_cases(const std::string& op) {
       cases.push_back(rope_store_kv_case(cache, 7, 8, 2, 64, 32, seed++));     // partial rotary
       cases.push_back(rope_store_kv_case(cache, 40, 4, 4, 80, 80, seed++));
       // Each head normalised first: decode with Qwen3's heads; partial rotary over 80-wide heads
-      // (a warp's lanes past the row's end) with Gemma 3's offset; a padded prefill.
+      // (not a multiple of 32) with Gemma 3's offset; 256-wide heads over a padded prefill.
       cases.push_back(rope_store_kv_case(cache, 1, 32, 8, 128, 128, seed++, HeadNorm::Plain));
       cases.push_back(rope_store_kv_case(cache, 7, 8, 2, 80, 48, seed++, HeadNorm::Offset));
       cases.push_back(rope_store_kv_case(cache, 40, 4, 4, 256, 256, seed++, HeadNorm::Plain));
@@ -818,8 +818,8 @@ std::vector<OpCase> op_cases(const std::string& op) {
       cases.push_back(linear_rope_store_kv_case(dt, DType::F32, 40, 128, 6, 3, 32, 16, true, false, seed++));
       cases.push_back(linear_rope_store_kv_case(dt, dt, 40, 128, 4, 2, 64, 64, true, true, seed++));
       cases.push_back(linear_rope_store_kv_case(dt, dt, 33, 1280, 8, 2, 64, 64, true, false, seed++));
-      // qk-norm models: the GEMV then the normalising rope kernel; the stacked product read in
-      // place (and in 5 k ranges at K = 1280) by it.
+      // qk-norm models, at the token counts of the GPU's GEMV, of its stacked product and of that
+      // product split into 5 k ranges (K = 1280).
       cases.push_back(linear_rope_store_kv_case(dt, DType::F32, 1, 256, 8, 2, 64, 64, true, false, seed++,
                                                 HeadNorm::Plain));
       cases.push_back(

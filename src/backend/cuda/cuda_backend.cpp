@@ -369,10 +369,7 @@ class CudaBackend final : public Backend {
     TESSERA_CHECK(k.dim(0) == T && v.numel() == k.numel() && k.dim(2) == Dh,
                   "rope_store_kv: q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) + ", v " +
                       shape_str(v.shape()));
-    if (qk_norm) {
-      rms_norm(q, qk_norm->q_weight, qk_norm->eps, qk_norm->offset, q);
-      rms_norm(k, qk_norm->k_weight, qk_norm->eps, qk_norm->offset, k);
-    }
+    if (qk_norm) normalize_heads(q, k, *qk_norm);
     cuda::RopeStoreArgs a = rope_store_args(T, H, Hkv, Dh, positions, p, slots, kc, vc);
     a.q = ptr(q), a.k = ptr(k), a.v = ptr(v), a.ld_q = H * Dh, a.ld_kv = Hkv * Dh;
     a.q_out = ptr(q), a.k_out = ptr(k);
