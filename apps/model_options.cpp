@@ -87,11 +87,12 @@ std::unique_ptr<Backend> make_backend(const ModelOptions& o) {
 std::string LoadedRuntime::load_summary() const {
   char s[256];
   double gb = double(weight_bytes) / 1e9;
-  // MLX-quantized weights are dequantized copies, in memory as their scales' dtype.
+  // MLX-quantized weights stay codes in the mapping where the backend computes with them, else
+  // they are dequantized copies, in memory as their scales' dtype.
   if (loaded.weights->quantized())
-    std::snprintf(s, sizeof s,
-                  "weights: %.2f GB of MLX-quantized codes, dequantized in %.2f s (%s)", gb,
-                  load_seconds, backend->name().c_str());
+    std::snprintf(s, sizeof s, "weights: %.2f GB of MLX-quantized codes, %s in %.2f s (%s)", gb,
+                  backend->holds_quantized() ? "mapped" : "dequantized", load_seconds,
+                  backend->name().c_str());
   // On the CPU the weights stay in the mapping (read on first use), so there is no rate to show.
   else if (backend->device() == Device::CPU)
     std::snprintf(s, sizeof s, "weights: %.2f GB mapped in %.2f s (%s)", gb, load_seconds, backend->name().c_str());

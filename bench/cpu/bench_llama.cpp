@@ -1,11 +1,14 @@
-// End-to-end CPU throughput on a random-weight Llama-3.2-1B-shaped model (bf16, tied embeddings):
-// writes the checkpoint (config.json + model.safetensors) to a temporary directory, loads it the
-// way `tessera generate` does (load_model on the CPU backend), and measures through the engine
-// prefill of 128 tokens, and decode at batch 1 and batch 8, next to the machine's read bandwidth.
-#include <CLI/CLI.hpp>
+// End-to-end CPU throughput on a random-weight Llama-3.2-1B-shaped model (bf16, tied embeddings;
+// or, with --bits, MLX-quantized as mlx-lm's convert writes it: every projection and the embedding
+// as codes in groups of 64): writes the checkpoint (config.json + model.safetensors) to a
+// temporary directory, loads it the way `tessera generate` does (load_model on the CPU backend),
+// and measures through the engine prefill of 128 tokens, and decode at batch 1 and batch 8, next
+// to the machine's read bandwidth.
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -45,7 +48,21 @@ Tensor random_bf16(Shape shape, float sd, float mean, uint64_t seed) {
   return t;
 }
 
-void write_checkpoint(const fs::path& dir, const Shape1B& m) {
+// A [rows, in] weight as MLX's codes (random) in groups of 64, with bf16 scales and biases that
+// spread each group's values over about N(0, sd): codes, scales and biases, in checkpoint order.
+std::array<Tensor, 3> random_quantized(int64_t rows, int64_t in, int bits, float sd, uint64_t seed) {
+  constexpr int kGroup = 64;
+  Tensor codes = Tensor::empty(DType::U32, {rows, in * bits / 32});
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int64_t i = 0; i < codes.numel(); ++i)
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17, codes.data<uint32_t>()[i] = uint32_t(s);
+  const float levels = float((1 << bits) - 1);
+  return {codes, random_bf16({rows, in / kGroup}, 0.2f * 3.4f * sd / levels, 3.4f * sd / levels, seed + 1),
+          random_bf16({rows, in / kGroup}, 0.1f * sd, -1.7f * sd, seed + 2)};
+}
+
+// bits 0: bf16 weights; else MLX-quantized.
+void write_checkpoint(const fs::path& dir, const Shape1B& m, int bits) {
   fs::create_directories(dir);
   nlohmann::json cfg = {
       {"architectures", {"LlamaForCausalLM"}},
@@ -68,16 +85,26 @@ void write_checkpoint(const fs::path& dir, const Shape1B& m) {
       {"bos_token_id", 128000},
       {"eos_token_id", 128001},
   };
+  if (bits) cfg["quantization"] = {{"group_size", 64}, {"bits", bits}};
   std::ofstream(dir / "config.json") << cfg.dump(2);
 
   const int H = m.hidden, I = m.intermediate, Dh = m.head_dim;
   std::vector<std::pair<std::string, Tensor>> ts;
   uint64_t seed = 1;
-  ts.emplace_back("model.embed_tokens.weight", random_bf16({m.vocab, H}, 0.02f, 0, seed++));
+  // A projection or the embedding: bf16, or codes with scales and biases.
+  auto weight = [&](const std::string& layer, int out, int in, float sd) {
+    if (!bits) return ts.emplace_back(layer + ".weight", random_bf16({out, in}, sd, 0, seed++)), void();
+    auto [codes, scales, biases] = random_quantized(out, in, bits, sd, seed += 3);
+    ts.emplace_back(layer + ".weight", codes);
+    ts.emplace_back(layer + ".scales", scales);
+    ts.emplace_back(layer + ".biases", biases);
+  };
+  weight("model.embed_tokens", m.vocab, H, 0.02f);
   for (int l = 0; l < m.layers; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
     auto lin = [&](const std::string& name, int out, int in) {
-      ts.emplace_back(p + name, random_bf16({out, in}, 1.0f / std::sqrt(float(in)), 0, seed++));
+      weight(p + name.substr(0, name.size() - std::string(".weight").size()), out, in,
+             1.0f / std::sqrt(float(in)));
     };
     ts.emplace_back(p + "input_layernorm.weight", random_bf16({H}, 0.05f, 1, seed++));
     lin("self_attn.q_proj.weight", m.heads * Dh, H);
@@ -153,13 +180,17 @@ Run run_batch(LoadedModel& lm, Backend& be, int batch, int prompt_len, int decod
 int main(int argc, char** argv) {
   using namespace tessera;
   using namespace tessera::bench;
-  CLI::App app{"End-to-end CPU prefill/decode throughput on a random Llama-3.2-1B-shaped bf16 model"};
-  int threads = 0, prompt = 128, steps = 32, reps = 2;
+  CLI::App app{
+      "End-to-end CPU prefill/decode throughput on a random Llama-3.2-1B-shaped model (bf16 or "
+      "MLX-quantized)"};
+  int threads = 0, prompt = 128, steps = 32, reps = 2, bits = 0;
   std::string dir_opt;
   app.add_option("--threads", threads, "threads (0: all cores)");
   app.add_option("--prompt", prompt, "prompt tokens to prefill");
   app.add_option("--steps", steps, "decode steps per measurement");
   app.add_option("--reps", reps, "repetitions (the best is reported)");
+  app.add_option("--bits", bits, "0: bf16 weights; 2-6 or 8: MLX-quantized, groups of 64")
+      ->check(CLI::IsMember({0, 2, 3, 4, 5, 6, 8}));
   app.add_option("--model-dir", dir_opt, "reuse (or write once into) this directory instead of a temporary one");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) ThreadPool::set_global_threads(threads);
@@ -169,7 +200,7 @@ int main(int argc, char** argv) {
                                  : fs::path(dir_opt);
   if (!fs::exists(dir / "model.safetensors")) {
     auto t0 = Clock::now();
-    write_checkpoint(dir, shape);
+    write_checkpoint(dir, shape, bits);
     std::printf("wrote %s in %.1f s\n", dir.c_str(), since(t0));
   }
 
@@ -195,6 +226,8 @@ int main(int argc, char** argv) {
   double dec1 = best1.decode_steps / best1.decode_s, dec8 = 8.0 * best8.decode_steps / best8.decode_s;
   double gbs1 = weight_gb * best1.decode_steps / best1.decode_s, gbs8 = weight_gb * best8.decode_steps / best8.decode_s;
   bw = std::max(bw, read_bandwidth_gbs(pool));
+  std::printf("weights: %s\n",
+              bits ? (std::to_string(bits) + "-bit MLX codes, groups of 64, bf16 scales").c_str() : "bf16");
   std::printf("threads: %d, kernels: %s, memory read bandwidth (best of %d measurements between the runs): %.1f GB/s, "
               "weights read per decode step: %.2f GB\n\n",
               pool.size(), cpu::fast::isa_name(cpu::fast::isa()), 2 * reps + 1, bw, weight_gb);

@@ -178,6 +178,9 @@ class Backend {
   // another product) for `tokens` rows and weights of `weight_dtype`: f32, or that 16-bit dtype
   // where the backend would round the input to it anyway (a GPU's tensor-core products).
   virtual DType linear_input_dtype(DType /*weight_dtype*/, int64_t /*tokens*/) const { return DType::F32; }
+  // Whether the weights of embedding() and of every product (linear and the ops built on it) may
+  // be quantized (core/quantization.h). The loader dequantizes them for a backend that says no.
+  virtual bool holds_quantized() const { return false; }
 
   // Recording (a GPU's CUDA graphs): record(ops) captures the launches ops makes, without running
   // them, and replay() runs them again, each time, over the same memory: one launch for a whole

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/quantization.h"
 
 namespace tessera {
 
@@ -20,6 +21,20 @@ int64_t shape_numel(const Shape& s) {
 }
 
 int64_t Tensor::numel() const { return shape_numel(shape_); }
+
+size_t Tensor::nbytes() const {
+  return quant_ ? size_t(numel()) * size_t(quant_->bits) / 8 : size_t(numel()) * dtype_size(dtype_);
+}
+
+Tensor Tensor::quantized(const Tensor& codes, Shape shape, Quantization q) {
+  Tensor t = codes;
+  t.shape_ = std::move(shape);
+  t.quant_ = std::make_shared<const Quantization>(std::move(q));
+  TESSERA_CHECK(codes.dtype() == DType::U32 && t.nbytes() == codes.nbytes() && t.ndim() >= 1,
+                "quantized: codes of " + std::to_string(codes.nbytes()) + " bytes for a weight " +
+                    shape_str(t.shape_) + " of " + std::to_string(t.quant_->bits) + "-bit codes");
+  return t;
+}
 
 Tensor Tensor::empty(DType dtype, Shape shape) {
   Tensor t;
@@ -48,7 +63,16 @@ Tensor Tensor::view(void* data, DType dtype, Shape shape, std::shared_ptr<void> 
 Tensor Tensor::reshape(Shape shape) const {
   Tensor t = *this;
   t.shape_ = std::move(shape);
-  TESSERA_CHECK(t.numel() == numel(), "reshape " + shape_str(shape_) + " -> " + shape_str(t.shape_));
+  TESSERA_CHECK(t.numel() == numel() && (!quant_ || (t.ndim() >= 1 && t.shape_.back() == shape_.back())),
+                "reshape " + shape_str(shape_) + " -> " + shape_str(t.shape_));
+  if (quant_) {
+    Quantization q = *quant_;
+    Shape groups = t.shape_;
+    groups.back() = q.scales.shape().back();
+    q.scales = q.scales.reshape(groups);
+    q.biases = q.biases.reshape(groups);
+    t.quant_ = std::make_shared<const Quantization>(std::move(q));
+  }
   return t;
 }
 
@@ -59,6 +83,12 @@ Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
   t.shape_[0] = end - begin;
   size_t row_bytes = shape_[0] ? nbytes() / size_t(shape_[0]) : 0;
   t.data_ = static_cast<char*>(data_) + size_t(begin) * row_bytes;
+  if (quant_) {
+    Quantization q = *quant_;
+    q.scales = q.scales.slice_rows(begin, end);
+    q.biases = q.biases.slice_rows(begin, end);
+    t.quant_ = std::make_shared<const Quantization>(std::move(q));
+  }
   return t;
 }
 

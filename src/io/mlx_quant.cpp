@@ -1,10 +1,5 @@
 #include "io/mlx_quant.h"
 
-#include <algorithm>
-#include <cstring>
-#include <thread>
-#include <vector>
-
 #include "core/error.h"
 
 namespace tessera {
@@ -29,19 +24,6 @@ MlxQuantization::Params read_params(const nlohmann::json& q, const MlxQuantizati
                     "-bit MLX quantization is not supported (2, 3, 4, 5, 6 and 8 bits are)");
   TESSERA_CHECK(p.group_size > 0, "config.json: " + where + ": group_size must be positive");
   return p;
-}
-
-float to_f32(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::F32:
-      return t.data<float>()[i];
-    case DType::BF16:
-      return bf16_to_f32(t.data<uint16_t>()[i]);
-    case DType::F16:
-      return f16_to_f32(t.data<uint16_t>()[i]);
-    default:
-      return 0;  // checked by the caller
-  }
 }
 
 }  // namespace
@@ -75,8 +57,8 @@ std::optional<MlxQuantization::Params> MlxQuantization::of(const std::string& pa
   return it == layers.end() ? std::optional(all) : it->second;
 }
 
-Tensor mlx_dequantize(const Tensor& packed, const Tensor& scales, const Tensor& biases,
-                      MlxQuantization::Params p, const std::string& layer) {
+Tensor mlx_quantized(const Tensor& packed, const Tensor& scales, const Tensor& biases,
+                     MlxQuantization::Params p, const std::string& layer) {
   const std::string what = "quantized layer \"" + layer + "\"";
   TESSERA_CHECK(packed.dtype() == DType::U32,
                 what + ": its weight is " + std::string(dtype_name(packed.dtype())) + ", expected U32 codes");
@@ -94,59 +76,15 @@ Tensor mlx_dequantize(const Tensor& packed, const Tensor& scales, const Tensor& 
                     (!word_aligned || p.group_size % (32 / p.bits) == 0),
                 what + ": " + std::to_string(words) + " words of " + std::to_string(p.bits) +
                     "-bit codes are not whole groups of " + std::to_string(p.group_size));
-  Shape gs = ps, out_shape = ps;
+  Shape gs = ps, shape = ps;
   gs.back() = in / p.group_size;
-  out_shape.back() = in;
+  shape.back() = in;
   TESSERA_CHECK(scales.shape() == gs && biases.shape() == gs,
                 what + ": scales and biases must have shape " + shape_str(gs) + " for " +
                     std::to_string(p.bits) + "-bit codes in groups of " + std::to_string(p.group_size) +
                     " (scales are " + shape_str(scales.shape()) + ", biases " + shape_str(biases.shape()) +
                     ")");
-
-  Tensor out = Tensor::empty(dt, out_shape);
-  const int64_t rows = shape_numel(ps) / words, groups = in / p.group_size;
-  const uint32_t* q = packed.data<uint32_t>();
-  const uint32_t mask = (1u << p.bits) - 1;
-  const int per_word = 32 / p.bits;
-  auto dequantize_rows = [&](int64_t begin, int64_t end) {
-    std::vector<float> row(static_cast<size_t>(in));
-    for (int64_t r = begin; r < end; ++r) {
-      const uint32_t* word = q + r * words;
-      const auto* bytes = reinterpret_cast<const uint8_t*>(word);
-      float* v = row.data();
-      for (int64_t g = 0; g < groups; ++g) {
-        const float s = to_f32(scales, r * groups + g), b = to_f32(biases, r * groups + g);
-        if (word_aligned) {
-          for (int64_t k = 0; k < p.group_size / per_word; ++k, ++word)
-            for (int j = 0; j < per_word; ++j) *v++ = s * float(*word >> (j * p.bits) & mask) + b;
-          continue;
-        }
-        for (int64_t i = g * p.group_size; i < (g + 1) * p.group_size; ++i) {
-          const int64_t bit = i * p.bits, at = bit / 8;  // a code spans at most two bytes
-          const uint32_t two = bytes[at] | (at + 1 < words * 4 ? uint32_t(bytes[at + 1]) << 8 : 0u);
-          *v++ = s * float(two >> (bit % 8) & mask) + b;
-        }
-      }
-      if (dt == DType::F32) {
-        std::memcpy(out.data<float>() + r * in, row.data(), row.size() * sizeof(float));
-      } else if (dt == DType::BF16) {
-        uint16_t* o = out.data<uint16_t>() + r * in;
-        for (int64_t i = 0; i < in; ++i) o[i] = f32_to_bf16(row[size_t(i)]);
-      } else {
-        uint16_t* o = out.data<uint16_t>() + r * in;
-        for (int64_t i = 0; i < in; ++i) o[i] = f32_to_f16(row[size_t(i)]);
-      }
-    }
-  };
-  // A large model's layers take seconds on one core: rows split over the machine's threads.
-  const int64_t threads =
-      std::clamp<int64_t>(out.numel() >> 20, 1, std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (int64_t t = 1; t < threads; ++t)
-    pool.emplace_back(dequantize_rows, rows * t / threads, rows * (t + 1) / threads);
-  dequantize_rows(0, rows / threads);
-  for (auto& th : pool) th.join();
-  return out;
+  return Tensor::quantized(packed, shape, {p.bits, p.group_size, scales, biases});
 }
 
 }  // namespace tessera

@@ -3,13 +3,15 @@
 // of group_size inputs beside it (`<layer>.scales`, `<layer>.biases`). config.json's
 // "quantization" gives bits and group_size, and may override them per layer by its path
 // ("model.layers.0.mlp.down_proj": {"bits": 8, ...}, or false for a layer left unquantized).
-// Weights are dequantized when loaded, to the scales' dtype.
+// A backend that computes with quantized weights keeps them so (core/quantization.h); for the
+// others they are dequantized when loaded, to the scales' dtype.
 #pragma once
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
+#include "core/quantization.h"
 #include "core/tensor.h"
 
 namespace tessera {
@@ -29,12 +31,10 @@ struct MlxQuantization {
   std::optional<Params> of(const std::string& path) const;
 };
 
-// w[..., i] = scales[..., i / group_size] * q[..., i] + biases[..., i / group_size], where q[..., i]
-// is bits [i * bits, (i + 1) * bits) of the row's words read as one little-endian bit stream (each
-// word's lowest bit first).
-// Computed in f32 and returned in the scales' dtype. Throws tessera::Error naming `layer` on
-// shapes that do not fit.
-Tensor mlx_dequantize(const Tensor& packed, const Tensor& scales, const Tensor& biases,
-                      MlxQuantization::Params p, const std::string& layer);
+// The quantized weight (core/quantization.h) of a layer's codes as the checkpoint stores them
+// (U32 [..., words]) with its scales and biases ([..., in / group_size], f32, f16 or bf16): a view,
+// not a copy. Throws tessera::Error naming `layer` on shapes that do not fit.
+Tensor mlx_quantized(const Tensor& packed, const Tensor& scales, const Tensor& biases,
+                     MlxQuantization::Params p, const std::string& layer);
 
 }  // namespace tessera

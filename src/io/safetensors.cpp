@@ -152,7 +152,8 @@ Tensor WeightStore::get(const std::string& name) const {
   TESSERA_CHECK(p.has_value(), "layer \"" + layer +
                                    "\" is stored quantized, but config.json's \"quantization\" " +
                                    (quant_ ? "leaves it unquantized" : "is missing"));
-  return mlx_dequantize(t, stored(layer + ".scales"), stored(layer + ".biases"), *p, layer);
+  Tensor q = mlx_quantized(t, stored(layer + ".scales"), stored(layer + ".biases"), *p, layer);
+  return keep_quantized_ ? q : dequantized(q);
 }
 
 Tensor WeightStore::get(const std::string& name, const Shape& expected) const {

@@ -44,11 +44,13 @@ class WeightStore {
  public:
   explicit WeightStore(const std::filesystem::path& model_dir);
   bool has(const std::string& name) const { return where_.count(name) != 0; }
-  // A layer's weight; with MLX quantization set, a quantized layer's weight dequantized (a copy).
+  // A layer's weight. With MLX quantization set, a quantized layer's weight is a quantized tensor
+  // (core/quantization.h, a view) where the quantization is kept, else its values (a copy).
   Tensor get(const std::string& name) const;
   // The tensor as the file holds it (a view, never dequantized).
   Tensor stored(const std::string& name) const;
-  void set_quantization(MlxQuantization q) { quant_ = std::move(q); }
+  // keep: the backend computes with quantized weights (Backend::holds_quantized).
+  void set_quantization(MlxQuantization q, bool keep) { quant_ = std::move(q), keep_quantized_ = keep; }
   bool quantized() const { return quant_.has_value(); }
   // As get(), and checks the shape; the error names the tensor and both shapes.
   Tensor get(const std::string& name, const Shape& expected) const;
@@ -59,6 +61,7 @@ class WeightStore {
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const SafetensorsFile*> where_;
   std::optional<MlxQuantization> quant_;
+  bool keep_quantized_ = false;
 };
 
 // Writes tensors (host memory) to a safetensors file, in the given order.

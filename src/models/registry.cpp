@@ -64,7 +64,8 @@ LoadedModel load_model(const std::filesystem::path& dir, Backend& be) {
     throw Error(dir.string() + "/config.json: unsupported model_type \"" + type + "\" (supported: " + known + ")");
   }
   m.weights = std::make_unique<WeightStore>(dir);
-  if (auto q = MlxQuantization::from_config(m.config.raw())) m.weights->set_quantization(std::move(*q));
+  if (auto q = MlxQuantization::from_config(m.config.raw()))
+    m.weights->set_quantization(std::move(*q), be.holds_quantized());
   m.model = (*factory)(m.config, *m.weights, be);
   return m;
 }

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/quantization.h"
+
 namespace tessera::nn {
 
 DecoderOptions llama_family_options(const HfConfig& cfg) {
@@ -57,9 +59,10 @@ Decoder::Decoder(const HfConfig& cfg, const DecoderOptions& opts, const WeightSt
                                                              : load(w, "lm_head.weight", {opts.vocab_size, H});
   if (opts.scale_embeddings) {  // as transformers multiplies: sqrt(H) as a number of the embeddings' dtype
     const float s = std::sqrt(float(H));
-    embed_scale_ = embed_tokens.dtype() == DType::BF16  ? bf16_to_f32(f32_to_bf16(s))
-                   : embed_tokens.dtype() == DType::F16 ? f16_to_f32(f32_to_f16(s))
-                                                        : s;
+    const DType dt = value_dtype(embed_tokens);
+    embed_scale_ = dt == DType::BF16  ? bf16_to_f32(f32_to_bf16(s))
+                   : dt == DType::F16 ? f16_to_f32(f32_to_f16(s))
+                                      : s;
   }
   for (int l = 0; l < opts.num_layers; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "core/dtype.h"
+#include "core/quantization.h"
 
 namespace tessera::test {
 namespace {
@@ -118,6 +119,53 @@ OpCase linear_case(DType dt, int T, int K, int N, bool bias, uint64_t seed, DTyp
             Tensor out = poisoned(be, {T, N}, out_dt);
             be.linear(xd, wd, bd, out);
             return Outputs{widened(be, out)};
+          }};
+}
+
+// A quantized weight's parts on the host (core/quantization.h): random codes, and scales and
+// biases in `scale_dt` that spread each group's values over about N(0, sd).
+struct QuantizedHost {
+  Shape shape;
+  int bits, group_size;
+  Tensor codes, scales, biases;
+};
+QuantizedHost random_quantized(Shape shape, int bits, int group_size, DType scale_dt, Rng& rng, float sd) {
+  QuantizedHost q;
+  q.shape = shape, q.bits = bits, q.group_size = group_size;
+  const int64_t n = shape_numel(shape), levels = (int64_t(1) << bits) - 1;
+  q.codes = Tensor::empty(DType::U32, {n * bits / 32});
+  for (int64_t i = 0; i < q.codes.numel(); ++i) q.codes.data<uint32_t>()[i] = uint32_t(rng.gen());
+  Shape groups = shape;
+  groups.back() /= group_size;
+  q.scales = random_tensor(scale_dt, groups, rng, sd / float(levels), 3.4f * sd / float(levels));
+  q.biases = random_tensor(scale_dt, groups, rng, 0.1f * sd, -1.7f * sd);
+  return q;
+}
+// The weight on `be`: its codes one word past a 64-byte boundary (see upload below).
+Tensor upload(Backend& be, const QuantizedHost& q) {
+  return Tensor::quantized(upload(be, q.codes), q.shape,
+                           {q.bits, q.group_size, upload(be, q.scales), upload(be, q.biases)});
+}
+std::string quantized_name(const QuantizedHost& q) {
+  return "q" + std::to_string(q.bits) + "/" + std::to_string(q.group_size) + " " + dname(q.scales.dtype());
+}
+
+// linear with a quantized weight. The case's dtype is U32 (the codes'): backends that do not hold
+// quantized weights skip it.
+OpCase quantized_linear_case(int bits, int group_size, DType scale_dt, int T, int K, int N, bool bias,
+                             uint64_t seed) {
+  Rng rng(seed);
+  Tensor x = random_tensor(DType::F32, {T, K}, rng);
+  const QuantizedHost w =
+      random_quantized({N, K}, bits, group_size, scale_dt, rng, 1.0f / std::sqrt(float(K)));
+  Tensor b = bias ? random_tensor(scale_dt, {N}, rng) : Tensor();
+  std::string name = "linear " + quantized_name(w) + " T=" + std::to_string(T) + " K=" + std::to_string(K) +
+                     " N=" + std::to_string(N) + (bias ? " bias" : "");
+  return {name, "linear", DType::U32, kReduction, [=](Backend& be) {
+            Tensor xd = upload(be, x), wd = upload(be, w), bd = bias ? upload(be, b) : Tensor();
+            Tensor out = poisoned(be, {T, N});
+            be.linear(xd, wd, bd, out);
+            return Outputs{download(be, out)};
           }};
 }
 
@@ -399,6 +447,24 @@ OpCase embedding_case(DType dt, int V, int D, int T, uint64_t seed, float scale 
   return {name, "embedding", dt, kExact, [=](Backend& be) {
             Tensor out = poisoned(be, {T, D});
             be.embedding(upload(be, table), upload(be, t_ids), scale, out);
+            return Outputs{download(be, out)};
+          }};
+}
+
+// embedding from a quantized table (MLX quantizes embeddings too); dtype U32 as above.
+OpCase quantized_embedding_case(int bits, int group_size, DType scale_dt, int V, int D, int T,
+                                uint64_t seed) {
+  Rng rng(seed);
+  const QuantizedHost table = random_quantized({V, D}, bits, group_size, scale_dt, rng, 1.0f);
+  std::vector<int32_t> ids(T);
+  for (auto& id : ids) id = rng.uniform(0, V - 1);
+  ids[0] = V - 1;
+  Tensor t_ids = i32_tensor(ids);
+  std::string name = "embedding " + quantized_name(table) + " V=" + std::to_string(V) +
+                     " D=" + std::to_string(D) + " T=" + std::to_string(T);
+  return {name, "embedding", DType::U32, kExact, [=](Backend& be) {
+            Tensor out = poisoned(be, {T, D});
+            be.embedding(upload(be, table), upload(be, t_ids), 1.0f, out);
             return Outputs{download(be, out)};
           }};
 }
@@ -719,6 +785,21 @@ std::vector<OpCase> op_cases(const std::string& op) {
         cases.push_back(linear_case(dt, s.T, s.K, s.N, false, seed++, dt, DType::F32));
         cases.push_back(linear_case(dt, s.T, s.K, s.N, true, seed++, DType::F32, dt));
       }
+    // Quantized weights: every width MLX writes, its group sizes and scale dtypes; token counts on
+    // both sides of the decode kernel's (1, 2-8 in groups of up to 4) and the GEMM's; rows past a
+    // multiple of 4 and of the threads' grain; a group of 12 (not whole octets) takes the
+    // dequantizing path at every T.
+    struct Q {
+      int bits, group;
+      DType scale;
+    };
+    const Q widths[] = {{4, 64, DType::BF16}, {4, 32, DType::F16},  {4, 128, DType::F32},
+                        {8, 64, DType::BF16}, {2, 64, DType::BF16}, {3, 64, DType::BF16},
+                        {5, 32, DType::F16},  {6, 64, DType::BF16}, {8, 12, DType::BF16}};
+    for (const Q& q : widths)
+      for (const S& s : {S{0, 384, 32}, S{1, 384, 33}, S{2, 768, 77}, S{5, 384, 130}, S{8, 1536, 41},
+                         S{9, 384, 70}, S{33, 768, 200}, S{1, 4608, 300}})
+        cases.push_back(quantized_linear_case(q.bits, q.group, q.scale, s.T, s.K, s.N, s.T % 2 == 1, seed++));
   } else if (op == "attention") {
     std::vector<AttnShape> shapes = {
         {{1}, {1}, 8, 4, 8, 16},                          // first token; stories260K-sized heads
@@ -834,6 +915,8 @@ std::vector<OpCase> op_cases(const std::string& op) {
       cases.push_back(embedding_case(dt, 1000, 2048, 33, seed++));
       cases.push_back(embedding_case(dt, 300, 67, 9, seed++, 59.75f));
     }
+    for (int bits : {4, 3, 8})
+      cases.push_back(quantized_embedding_case(bits, 64, DType::BF16, 300, 128, 9, seed++));
   } else if (op == "glu") {
     for (Glu act : {Glu::SwiGLU, Glu::GeGLU}) {
       for (auto [T, F] : {std::pair{1, 8}, {1, 67}, {3, 8192}, {17, 1000}}) cases.push_back(glu_case(act, T, F, seed++));

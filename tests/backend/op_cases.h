@@ -13,7 +13,8 @@ namespace tessera::test {
 struct OpCase {
   std::string name;  // op, dtype and shape, printed on failure
   std::string op;
-  DType dtype;       // dtype of the case's weight or KV cache (F32 where the op takes neither)
+  DType dtype;       // dtype of the case's weight or KV cache (F32 where the op takes neither; U32:
+                     // a quantized weight, core/quantization.h)
   double max_nmse;   // per-op limit for a backend that accumulates in f32 (see op_cases.cpp)
   // Runs the op on `be`; returns every output tensor flattened to f32 on the host.
   std::function<std::vector<std::vector<float>>(Backend& be)> run;

@@ -30,14 +30,14 @@ std::vector<float> values(const Tensor& t) {
 // Codes fill each word from its lowest bits up: 0x76543210 holds 0, 1, ..., 7 at 4 bits.
 TEST(MlxQuant, CodesFromEachWordsLowestBitsUp) {
   Tensor one = f32({1, 1}, {1}), zero = f32({1, 1}, {0});
-  EXPECT_EQ(values(mlx_dequantize(words({1, 2}, {0x76543210, 0xFEDCBA98}), f32({1, 1}, {1}), f32({1, 1}, {0}),
-                                  {4, 16}, "x")),
+  EXPECT_EQ(values(dequantized(mlx_quantized(words({1, 2}, {0x76543210, 0xFEDCBA98}), f32({1, 1}, {1}),
+                                             f32({1, 1}, {0}), {4, 16}, "x"))),
             (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}));
-  EXPECT_EQ(values(mlx_dequantize(words({1, 1}, {0xFF030201}), one, zero, {8, 4}, "x")),
+  EXPECT_EQ(values(dequantized(mlx_quantized(words({1, 1}, {0xFF030201}), one, zero, {8, 4}, "x"))),
             (std::vector<float>{1, 2, 3, 255}));
   std::vector<float> two(16, 0);
   two[1] = 1, two[2] = 2, two[3] = 3, two[15] = 3;
-  EXPECT_EQ(values(mlx_dequantize(words({1, 1}, {0xC00000E4}), one, zero, {2, 16}, "x")), two);
+  EXPECT_EQ(values(dequantized(mlx_quantized(words({1, 1}, {0xC00000E4}), one, zero, {2, 16}, "x"))), two);
 }
 
 // 3, 5 and 6 bits: each row one little-endian bit stream, as MLX's extract_bits reads its packs of
@@ -45,7 +45,7 @@ TEST(MlxQuant, CodesFromEachWordsLowestBitsUp) {
 TEST(MlxQuant, OddWidthsAreOneBitStreamARow) {
   Tensor one = f32({1, 1}, {1}), zero = f32({1, 1}, {0});
   auto codes = [&](int bits, std::vector<uint32_t> w) {
-    return values(mlx_dequantize(words({1, int64_t(w.size())}, w), one, zero, {bits, 32}, "x"));
+    return values(dequantized(mlx_quantized(words({1, int64_t(w.size())}, w), one, zero, {bits, 32}, "x")));
   };
   EXPECT_EQ(codes(3, {0xee0eb782, 0x39501a7f, 0xc27ef0be}),
             (std::vector<float>{2, 0, 6, 3, 3, 5, 3, 0, 6, 5, 7, 7, 7, 4, 6, 0,
@@ -64,8 +64,8 @@ TEST(MlxQuant, ScaleAndBiasPerGroupOfEachRow) {
   const float s[] = {2, 0.5f, -1, 0.25f}, b[] = {-1, 3, 0.5f, -8};
   for (int i = 0; i < 4; ++i)
     scales.data<uint16_t>()[i] = f32_to_bf16(s[i]), biases.data<uint16_t>()[i] = f32_to_bf16(b[i]);
-  Tensor w = mlx_dequantize(words({2, 2}, {0x00000031, 0x00000002, 0x00000004, 0x50000000}), scales, biases,
-                            {4, 8}, "x");
+  Tensor w = dequantized(mlx_quantized(words({2, 2}, {0x00000031, 0x00000002, 0x00000004, 0x50000000}),
+                                       scales, biases, {4, 8}, "x"));
   EXPECT_EQ(w.dtype(), DType::BF16);
   EXPECT_EQ(w.shape(), (Shape{2, 16}));
   std::vector<float> want(32);
@@ -84,7 +84,7 @@ TEST(MlxQuant, LargeWeightsEveryRow) {
          biases = Tensor::empty(DType::F32, {rows, in / 64});
   for (int64_t i = 0; i < scales.numel(); ++i)
     scales.data<float>()[i] = float(i % 7 + 1), biases.data<float>()[i] = float(i);
-  Tensor w = mlx_dequantize(codes, scales, biases, {4, 64}, "x");
+  Tensor w = dequantized(mlx_quantized(codes, scales, biases, {4, 64}, "x"));
   int64_t wrong = 0;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < in; ++i) {
@@ -98,14 +98,15 @@ TEST(MlxQuant, LargeWeightsEveryRow) {
 TEST(MlxQuant, ShapesThatDoNotFitNameTheLayer) {
   Tensor one = f32({1, 1}, {1});
   try {
-    mlx_dequantize(words({1, 2}, {0, 0}), one, one, {4, 8}, "model.layers.0.mlp.up_proj");
+    dequantized(mlx_quantized(words({1, 2}, {0, 0}), one, one, {4, 8}, "model.layers.0.mlp.up_proj"));
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("model.layers.0.mlp.up_proj"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("[1, 2]"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(mlx_dequantize(words({1, 1}, {0}), one, one, {4, 3}, "x"), Error);  // 8 inputs, groups of 3
-  EXPECT_THROW(mlx_dequantize(f32({1, 1}, {0}), one, one, {4, 8}, "x"), Error);    // not codes
+  EXPECT_THROW(dequantized(mlx_quantized(words({1, 1}, {0}), one, one, {4, 3}, "x")),
+               Error);  // 8 inputs, groups of 3
+  EXPECT_THROW(dequantized(mlx_quantized(f32({1, 1}, {0}), one, one, {4, 8}, "x")), Error);  // not codes
 }
 
 TEST(MlxQuant, ConfigWithPerLayerSettings) {

@@ -1,11 +1,14 @@
-// MLX-quantized checkpoints load as the models of their dequantized weights: fixtures' layers and
-// embeddings stored as codes (4-bit, some layers 2, 3, 5, 6 or 8, one left unquantized, as mlx-lm's
-// mixed quantization writes them; experts stacked as mlx-lm stacks them) give logits bit-equal to
-// bf16 checkpoints of the same values, written here by reading each row's codes as one
-// little-endian bit stream.
+// MLX-quantized checkpoints: fixtures' layers and embeddings stored as codes (4-bit, some layers 2,
+// 3, 5, 6 or 8, one left unquantized, as mlx-lm's mixed quantization writes them; experts stacked
+// as mlx-lm stacks them), next to f32 checkpoints of the values the codes mean, written here by
+// reading each row's codes as one little-endian bit stream. The CPU backend computes with the codes
+// as they are: its logits are those of the f32 checkpoint but for the order of f32 sums. A backend
+// that does not hold quantized weights gets them dequantized to the scales' dtype (bf16 here).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include "io/safetensors.h"
@@ -19,7 +22,9 @@ namespace fs = std::filesystem;
 using Tensors = std::vector<std::pair<std::string, Tensor>>;
 
 struct Quantized {
-  Tensor codes, scales, biases, dequantized;  // dequantized: bf16, what the codes mean
+  Tensor codes, scales, biases;
+  Tensor values;       // f32: what the codes mean, s * q + b (s * q is exact: 8 significant bits by 8)
+  Tensor dequantized;  // the values rounded to bf16, as the loader dequantizes them
 };
 
 // Random codes for a [rows, in] weight, groups of `group` inputs with random bf16 scales and biases.
@@ -28,6 +33,7 @@ Quantized quantize_randomly(int64_t rows, int64_t in, int bits, int group, std::
   q.codes = Tensor::empty(DType::U32, {rows, in * bits / 32});
   q.scales = Tensor::empty(DType::BF16, {rows, in / group});
   q.biases = Tensor::empty(DType::BF16, {rows, in / group});
+  q.values = Tensor::empty(DType::F32, {rows, in});
   q.dequantized = Tensor::empty(DType::BF16, {rows, in});
   std::uniform_int_distribution<uint32_t> word;
   std::uniform_real_distribution<float> scale(0.01f, 0.3f / float((1 << bits) - 1)), bias(-0.2f, -0.1f);
@@ -48,12 +54,13 @@ Quantized quantize_randomly(int64_t rows, int64_t in, int bits, int group, std::
       const int64_t g = r * (in / group) + i / group;
       const float w =
           bf16_to_f32(q.scales.data<uint16_t>()[g]) * float(code) + bf16_to_f32(q.biases.data<uint16_t>()[g]);
+      q.values.data<float>()[r * in + i] = w;
       q.dequantized.data<uint16_t>()[r * in + i] = f32_to_bf16(w);
     }
   return q;
 }
 
-// A fixture written twice: quantized as config["quantization"] says, and plain (bf16 values).
+// A fixture written twice: quantized as config["quantization"] says, and plain (f32 values).
 class Pair {
  public:
   Pair(const std::string& fixture, nlohmann::json quantization)
@@ -73,6 +80,7 @@ class Pair {
   nlohmann::json& config() { return config_; }
   void write_config() { std::ofstream(quantized() / "config.json") << config_.dump(); }
   Tensors q, p;  // the two checkpoints' tensors
+  std::map<std::string, Quantized> layers;
   void write() {
     write_safetensors(quantized() / "model.safetensors", q);
     write_safetensors(plain() / "model.safetensors", p);
@@ -85,6 +93,7 @@ class Pair {
                                     s.value("group_size", c["group_size"].get<int>()), rng_);
     q.emplace_back(layer + ".scales", x.scales);
     q.emplace_back(layer + ".biases", x.biases);
+    layers[layer] = x;
     return x;
   }
 
@@ -96,7 +105,37 @@ class Pair {
 
 const std::vector<int32_t> kTokens = {1, 17, 200, 5, 99, 310, 42, 7};
 
-TEST(MlxQuantized, LoadsAsItsDequantizedWeights) {
+// The same values summed in another order (the quantized and f32 products tile their sums
+// differently; the reference backend sums in one sequence): about eps * sqrt(K) relative per
+// product, K <= 256 here, through a few layers. A wrong code, scale or group moves logits by
+// far more (the fixtures' logits are of order 1-10). Measured: 1e-6 to 3e-6.
+constexpr double kSumOrder = 2e-5;
+
+// The quantized checkpoint's logits on the CPU (fast paths and reference) against the f32 one's;
+// and where the weights are dequantized at load, each is its bf16 values exactly.
+void expect_same_model(Pair& pair) {
+  pair.write();
+  TestModel q = load_test_model(pair.quantized()), p = load_test_model(pair.plain());
+  TestModel ref = load_test_model(pair.quantized(), /*reference_backend=*/true);
+  const std::vector<float> want = logits_all_rows(p, kTokens);
+  EXPECT_LT(max_abs_diff(logits_all_rows(q, kTokens), want), kSumOrder);
+  EXPECT_LT(max_abs_diff(logits_all_rows(ref, kTokens), want), kSumOrder);
+
+  WeightStore kept(pair.quantized()), dequantized(pair.quantized());
+  const auto quantization = MlxQuantization::from_config(pair.config());
+  kept.set_quantization(*quantization, true);
+  dequantized.set_quantization(*quantization, false);
+  for (const auto& [layer, x] : pair.layers) {
+    const Tensor k = kept.get(layer + ".weight"), d = dequantized.get(layer + ".weight");
+    ASSERT_TRUE(k.quantization()) << layer;
+    EXPECT_EQ(k.raw(), kept.stored(layer + ".weight").raw()) << layer << ": a view of the file, not a copy";
+    ASSERT_EQ(d.dtype(), DType::BF16) << layer;
+    ASSERT_EQ(d.numel(), x.dequantized.numel()) << layer;
+    EXPECT_EQ(std::memcmp(d.raw(), x.dequantized.raw(), d.nbytes()), 0) << layer;
+  }
+}
+
+TEST(MlxQuantized, ComputesWithItsCodes) {
   const std::string eight_bit = "model.layers.1.mlp.down_proj",
                     unquantized = "model.layers.2.self_attn.o_proj";
   Pair pair("llama", {{"group_size", 32},
@@ -117,13 +156,11 @@ TEST(MlxQuantized, LoadsAsItsDequantizedWeights) {
       continue;
     }
     Quantized x = pair.add(layer, t.dim(0), t.dim(1));
-    pair.q.emplace_back(name, x.codes), pair.p.emplace_back(name, x.dequantized);
+    pair.q.emplace_back(name, x.codes), pair.p.emplace_back(name, x.values);
     ++layers;
   }
   EXPECT_EQ(layers, 1 + 3 * 7 - 1);  // the embedding, and every projection but one
-  pair.write();
-  TestModel q = load_test_model(pair.quantized()), p = load_test_model(pair.plain());
-  EXPECT_EQ(max_abs_diff(logits_all_rows(q, kTokens), logits_all_rows(p, kTokens)), 0.0);
+  expect_same_model(pair);
   // A layer stored as codes that config.json leaves unquantized is an error, not read as weights.
   pair.config()["quantization"][eight_bit] = false;
   pair.write_config();
@@ -148,7 +185,7 @@ TEST(MlxQuantized, StackedExperts) {
       continue;
     }
     Quantized x = pair.add(layer, t.dim(0), t.dim(1));
-    pair.q.emplace_back(name, x.codes), pair.p.emplace_back(name, x.dequantized);
+    pair.q.emplace_back(name, x.codes), pair.p.emplace_back(name, x.values);
   }
   int stacked = 0;
   for (int l = 0; weights.has("model.layers." + std::to_string(l) + ".input_layernorm.weight"); ++l) {
@@ -164,14 +201,12 @@ TEST(MlxQuantized, StackedExperts) {
           t = t.reshape({E, out, t.dim(1)});
       for (int64_t e = 0; e < E; ++e)
         pair.p.emplace_back(mlp + "experts." + std::to_string(e) + "." + proj + ".weight",
-                            x.dequantized.slice_rows(e * out, (e + 1) * out));
+                            x.values.slice_rows(e * out, (e + 1) * out));
     }
     ++stacked;
   }
   EXPECT_GT(stacked, 0);
-  pair.write();
-  TestModel q = load_test_model(pair.quantized()), p = load_test_model(pair.plain());
-  EXPECT_EQ(max_abs_diff(logits_all_rows(q, kTokens), logits_all_rows(p, kTokens)), 0.0);
+  expect_same_model(pair);
 }
 
 }  // namespace

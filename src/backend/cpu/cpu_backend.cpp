@@ -47,6 +47,9 @@ class CpuBackend final : public Backend {
     return Tensor::view(p, dtype, std::move(shape), std::shared_ptr<void>(p, std::free));
   }
   Tensor upload(const Tensor& host) override { return host; }
+  // linear and embedding read codes in place (dequantizing in registers); ops built on linear
+  // call it.
+  bool holds_quantized() const override { return true; }
   void download(const Tensor& src, void* dst) override { std::memcpy(dst, src.raw(), src.nbytes()); }
   MemoryInfo memory_info() override {
     const size_t page = size_t(sysconf(_SC_PAGESIZE));

@@ -8,6 +8,7 @@
 #include "backend/cpu/fast_simd.h"
 #include "backend/cpu/reference_ops.h"
 #include "core/error.h"
+#include "core/quantization.h"
 
 namespace tessera::cpu::fast {
 namespace {
@@ -32,6 +33,7 @@ void narrow(const float* src, int64_t n, typename W::T* dst) {
 }
 
 void widen_row(const Tensor& t, int64_t offset, int64_t n, float* dst) {
+  if (t.quantization()) return dequantize(t, offset, n, dst);  // a quantized embedding table
   with_weight_type(t.dtype(), [&]<class W>() { widen<W>(static_cast<const typename W::T*>(t.raw()) + offset, n, dst); });
 }
 

@@ -1,5 +1,6 @@
 // linear: out[T, N] = x[T, K] · w[N, K]ᵀ (+ bias). Few tokens (decode): stream each weight row once
 // from memory straight into FMAs (gemv below). Many tokens (prefill): the packed GEMM of fast_gemm.cpp.
+// Quantized weights: fast_quantized.cpp.
 #include <algorithm>
 #include <array>
 #include <utility>
@@ -7,6 +8,7 @@
 
 #include "backend/cpu/fast_gemm.h"
 #include "backend/cpu/fast_ops.h"
+#include "backend/cpu/fast_quantized.h"
 #include "backend/cpu/fast_simd.h"
 #include "backend/cpu/reference_ops.h"
 #include "core/error.h"
@@ -178,11 +180,17 @@ void linear(ThreadPool& pool, const Tensor& x, const Tensor& w, const Tensor& bi
   if (T == 0 || N == 0) return;  // e.g. a step where no sequence needs logits
   const float* xp = x.data<float>();
   float* op = out.data<float>();
-  with_weight_type(w.dtype(), [&]<class W>() {
-    const auto* wp = static_cast<const typename W::T*>(w.raw());
-    if (T <= kGemvMaxTokens) gemv<W>(pool, xp, wp, T, K, N, op);
-    else gemm<W>(pool, xp, wp, T, K, N, op);
-  });
+  if (w.quantization()) {
+    quantized_linear(pool, xp, w, T, op);
+  } else {
+    with_weight_type(w.dtype(), [&]<class W>() {
+      const auto* wp = static_cast<const typename W::T*>(w.raw());
+      if (T <= kGemvMaxTokens)
+        gemv<W>(pool, xp, wp, T, K, N, op);
+      else
+        gemm<W>(pool, xp, wp, T, K, N, op);
+    });
+  }
   if (bias.defined()) {
     std::vector<float> b(N);
     ref::to_f32(bias, 0, N, b.data());

@@ -7,10 +7,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/quantization.h"
 
 namespace tessera::cpu::ref {
 
 void to_f32(const Tensor& t, int64_t offset, int64_t n, float* dst) {
+  if (t.quantization()) return dequantize(t, offset, n, dst);
   switch (t.dtype()) {
     case DType::F32: std::memcpy(dst, t.data<float>() + offset, size_t(n) * 4); return;
     case DType::BF16: {

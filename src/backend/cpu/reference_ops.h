@@ -5,7 +5,7 @@
 
 namespace tessera::cpu::ref {
 
-// Converts n elements of a row of an f32/f16/bf16 tensor to f32.
+// Converts n elements of a row of an f32/f16/bf16 tensor, or of a quantized weight, to f32.
 void to_f32(const Tensor& t, int64_t offset, int64_t n, float* dst);
 // Writes n f32 values to elements [offset, offset + n) of an f32/f16/bf16 tensor, rounding to
 // nearest even (as torch's .to() does).

@@ -1,0 +1,290 @@
+// linear with a quantized weight (core/quantization.h): out[T, N] = x[T, K] · w[N, K]ᵀ, w held as
+// codes with a scale and a bias per group. Few tokens (decode): each row's codes are read once
+// from memory and widened in registers, 8 (AVX-512: 16) at a time, to s * q + b, which feeds every
+// token's FMAs, so a 4-bit weight streams a quarter of a bf16 one's bytes. Widening costs about as
+// many instructions as the FMAs, so on a machine with fast memory the 1-token product is bound by
+// them, not by the bytes. Many tokens (prefill): blocks of rows are dequantized to f32 into a
+// scratch and multiplied by the packed GEMM (fast_gemm.cpp).
+#include "backend/cpu/fast_quantized.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <memory>
+#include <utility>
+
+#include "backend/cpu/fast_gemm.h"
+#include "backend/cpu/fast_ops.h"
+#include "backend/cpu/fast_simd.h"
+#include "core/quantization.h"
+
+namespace tessera::cpu::fast {
+namespace {
+
+// As fast_linear.cpp's: up to this many tokens the codes stream straight into FMAs.
+constexpr int64_t kGemvMaxTokens = 8;
+
+// The 8 codes of Bits bits that start at byte p (8 codes fill Bits bytes), as f32 lanes.
+template <int Bits>
+inline __m256 codes8(const uint8_t* p) {
+  if constexpr (Bits == 8) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  } else if constexpr (32 % Bits == 0) {  // 2 and 4 bits: one broadcast word, shifted per lane
+    uint32_t v = 0;
+    std::memcpy(&v, p, Bits);
+    const __m256i shifts =
+        _mm256_setr_epi32(0, Bits, 2 * Bits, 3 * Bits, 4 * Bits, 5 * Bits, 6 * Bits, 7 * Bits);
+    const __m256i codes = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(int(v)), shifts),
+                                           _mm256_set1_epi32((1 << Bits) - 1));
+    return _mm256_cvtepi32_ps(codes);
+  } else {  // 3, 5 and 6 bits: lanes 0-3 take the first 4 * Bits bits, lanes 4-7 the next ones
+    uint64_t v = 0;
+    std::memcpy(&v, p, Bits);
+    const uint32_t lo = uint32_t(v & ((uint64_t(1) << (4 * Bits)) - 1)), hi = uint32_t(v >> (4 * Bits));
+    const __m256i words =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi32(int(lo))), _mm_set1_epi32(int(hi)), 1);
+    const __m256i shifts = _mm256_setr_epi32(0, Bits, 2 * Bits, 3 * Bits, 0, Bits, 2 * Bits, 3 * Bits);
+    const __m256i codes =
+        _mm256_and_si256(_mm256_srlv_epi32(words, shifts), _mm256_set1_epi32((1 << Bits) - 1));
+    return _mm256_cvtepi32_ps(codes);
+  }
+}
+
+// The same for 16 codes (2 * Bits bytes) in 512-bit lanes (maskz forms with a full mask: see
+// load16 in fast_simd.h).
+template <int Bits>
+TESSERA_AVX512 inline __m512 codes16(const uint8_t* p) {
+  if constexpr (Bits == 8) {
+    return _mm512_maskz_cvtepi32_ps(
+        0xffff, _mm512_maskz_cvtepu8_epi32(0xffff, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  } else if constexpr (Bits == 2) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    const __m512i shifts = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    return _mm512_maskz_cvtepi32_ps(
+        0xffff, _mm512_and_si512(_mm512_maskz_srlv_epi32(0xffff, _mm512_set1_epi32(int(v)), shifts),
+                                 _mm512_set1_epi32(3)));
+  } else if constexpr (Bits == 4) {  // lanes 0-7 shift the first word, lanes 8-15 the second
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    const __m512i words = _mm512_maskz_permutexvar_epi32(
+        0xffff, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+        _mm512_castsi128_si512(_mm_cvtsi64_si128(int64_t(v))));
+    const __m512i shifts = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+    return _mm512_maskz_cvtepi32_ps(
+        0xffff, _mm512_and_si512(_mm512_maskz_srlv_epi32(0xffff, words, shifts), _mm512_set1_epi32(15)));
+  } else {  // 3, 5 and 6 bits: two halves of 8
+    const __m512d lo = _mm512_castpd256_pd512(_mm256_castps_pd(codes8<Bits>(p)));
+    return _mm512_castpd_ps(_mm512_maskz_insertf64x4(0xff, lo, _mm256_castps_pd(codes8<Bits>(p + Bits)), 1));
+  }
+}
+
+// A quantized [N, K] weight as the kernels read it.
+struct QWeight {
+  const uint8_t* codes;
+  const void *scales, *biases;  // [N, groups]
+  DType value_dtype;            // the scales' and biases'
+  int64_t K, group_size, groups, row_bytes;
+  float scale(int64_t i) const { return value(scales, i); }
+  float bias(int64_t i) const { return value(biases, i); }
+  float value(const void* p, int64_t i) const {
+    if (value_dtype == DType::BF16) return BF16W::load1(static_cast<const uint16_t*>(p) + i);
+    if (value_dtype == DType::F16) return F16W::load1(static_cast<const uint16_t*>(p) + i);
+    return static_cast<const float*>(p)[i];
+  }
+};
+
+// Rows [n, n + R) × tokens [0, TT) of x (row stride K) into out (row stride ldo).
+template <int Bits, int R, int TT>
+void qgemv_tile(const QWeight& w, int64_t n, const float* x, float* out, int64_t ldo) {
+  __m256 acc[R][TT];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) acc[r][t] = _mm256_setzero_ps();
+  const int64_t group_bytes = w.group_size * Bits / 8;
+  for (int64_t g = 0; g < w.groups; ++g) {
+    __m256 scale[R], bias[R];
+    const uint8_t* p[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      scale[r] = _mm256_set1_ps(w.scale((n + r) * w.groups + g));
+      bias[r] = _mm256_set1_ps(w.bias((n + r) * w.groups + g));
+      p[r] = w.codes + (n + r) * w.row_bytes + g * group_bytes;
+      // The next tile's rows, at the pace this one reads its own (see fast_linear.cpp).
+      _mm_prefetch(reinterpret_cast<const char*>(p[r] + R * w.row_bytes), _MM_HINT_T0);
+    }
+    for (int64_t c = 0; c < w.group_size / 8; ++c) {
+      const int64_t k = g * w.group_size + c * 8;
+      __m256 wv[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) wv[r] = _mm256_fmadd_ps(codes8<Bits>(p[r] + c * Bits), scale[r], bias[r]);
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) {
+        const __m256 xv = _mm256_loadu_ps(x + t * w.K + k);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) out[t * ldo + n + r] = hsum(acc[r][t]);
+}
+
+// The same with 512-bit vectors: 16 codes widened at a time, up to 8 tokens of accumulators.
+template <int Bits, int R, int TT>
+TESSERA_AVX512 void qgemv_tile_avx512(const QWeight& w, int64_t n, const float* x, float* out, int64_t ldo) {
+  __m512 acc[R][TT];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) acc[r][t] = _mm512_setzero_ps();
+  const int64_t group_bytes = w.group_size * Bits / 8;
+  for (int64_t g = 0; g < w.groups; ++g) {
+    __m512 scale[R], bias[R];
+    const uint8_t* p[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      scale[r] = _mm512_set1_ps(w.scale((n + r) * w.groups + g));
+      bias[r] = _mm512_set1_ps(w.bias((n + r) * w.groups + g));
+      p[r] = w.codes + (n + r) * w.row_bytes + g * group_bytes;
+      _mm_prefetch(reinterpret_cast<const char*>(p[r] + R * w.row_bytes), _MM_HINT_T0);
+    }
+    for (int64_t c = 0; c < w.group_size / 16; ++c) {
+      const int64_t k = g * w.group_size + c * 16;
+      __m512 wv[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+        wv[r] = _mm512_fmadd_ps(codes16<Bits>(p[r] + c * 2 * Bits), scale[r], bias[r]);
+#pragma GCC unroll 16
+      for (int t = 0; t < TT; ++t) {
+        const __m512 xv = _mm512_loadu_ps(x + t * w.K + k);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < TT; ++t) {
+      alignas(64) float lanes[16];
+      _mm512_store_ps(lanes, acc[r][t]);
+      out[t * ldo + n + r] = hsum(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8)));
+    }
+}
+
+using TileFn = void (*)(const QWeight&, int64_t, const float*, float*, int64_t);
+
+// tiles[tt - 1] handles tt tokens.
+template <int Bits, int R, bool Wide, size_t... I>
+constexpr std::array<TileFn, sizeof...(I)> make_tiles(std::index_sequence<I...>) {
+  if constexpr (Wide)
+    return {qgemv_tile_avx512<Bits, R, int(I) + 1>...};
+  else
+    return {qgemv_tile<Bits, R, int(I) + 1>...};
+}
+
+// One token: 4 rows at a time (4 streams of codes in flight). More: 2 rows × up to 4 tokens of
+// accumulators on AVX2 (16 registers), 2 rows × up to 8 on AVX-512 (32), tokens in groups as even
+// as possible.
+template <int Bits, bool Wide>
+void qgemv_with(ThreadPool& pool, const float* x, const QWeight& w, int64_t T, int64_t N, float* out) {
+  constexpr int64_t G = Wide ? 8 : 4;
+  static constexpr auto quads = make_tiles<Bits, 4, Wide>(std::make_index_sequence<1>{});
+  static constexpr auto pairs = make_tiles<Bits, 2, Wide>(std::make_index_sequence<G>{});
+  static constexpr auto singles = make_tiles<Bits, 1, Wide>(std::make_index_sequence<G>{});
+  const int64_t R = T == 1 ? 4 : 2;
+  const int64_t grain = std::max<int64_t>(4, (16384 / w.row_bytes + 3) / 4 * 4);  // >= 16 KiB of codes
+  pool.parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1;) {
+      const bool full = n + R <= n1;
+      for (int64_t t0 = 0; t0 < T;) {
+        const int64_t groups = (T - t0 + G - 1) / G, tt = (T - t0 + groups - 1) / groups;
+        const TileFn tile = !full ? singles[size_t(tt - 1)] : T == 1 ? quads[0] : pairs[size_t(tt - 1)];
+        tile(w, n, x + t0 * w.K, out + t0 * N, N);
+        t0 += tt;
+      }
+      n += full ? R : 1;
+    }
+  });
+}
+
+template <int Bits>
+void qgemv(ThreadPool& pool, const float* x, const QWeight& w, int64_t T, int64_t N, float* out) {
+  if (isa() == Isa::Avx512 && w.group_size % 16 == 0)
+    qgemv_with<Bits, true>(pool, x, w, T, N, out);
+  else
+    qgemv_with<Bits, false>(pool, x, w, T, N, out);
+}
+
+// Rows [n0, n1) of w dequantized into dst (row stride K).
+template <int Bits>
+void dequantize_rows(const QWeight& w, int64_t n0, int64_t n1, float* dst) {
+  const int64_t group_bytes = w.group_size * Bits / 8;
+  for (int64_t n = n0; n < n1; ++n)
+    for (int64_t g = 0; g < w.groups; ++g) {
+      const __m256 scale = _mm256_set1_ps(w.scale(n * w.groups + g));
+      const __m256 bias = _mm256_set1_ps(w.bias(n * w.groups + g));
+      const uint8_t* p = w.codes + n * w.row_bytes + g * group_bytes;
+      float* d = dst + (n - n0) * w.K + g * w.group_size;
+      for (int64_t c = 0; c < w.group_size / 8; ++c)
+        _mm256_storeu_ps(d + c * 8, _mm256_fmadd_ps(codes8<Bits>(p + c * Bits), scale, bias));
+    }
+}
+
+template <class Fn>
+void with_bits(int bits, Fn&& fn) {
+  switch (bits) {
+    case 2:
+      return fn.template operator()<2>();
+    case 3:
+      return fn.template operator()<3>();
+    case 4:
+      return fn.template operator()<4>();
+    case 5:
+      return fn.template operator()<5>();
+    case 6:
+      return fn.template operator()<6>();
+    case 8:
+      return fn.template operator()<8>();
+    default:
+      throw Error("linear: " + std::to_string(bits) + "-bit codes are not supported");
+  }
+}
+
+}  // namespace
+
+void quantized_linear(ThreadPool& pool, const float* x, const Tensor& weight, int64_t T, float* out) {
+  const Quantization& q = *weight.quantization();
+  const int64_t N = weight.dim(0), K = weight.dim(1);
+  TESSERA_CHECK(q.biases.dtype() == q.scales.dtype() && q.scales.numel() * q.group_size == weight.numel(),
+                "linear: a quantized weight's scales and biases do not fit it");
+  const QWeight w{weight.data<uint8_t>(), q.scales.raw(),   q.biases.raw(), q.scales.dtype(), K,
+                  q.group_size,           K / q.group_size, K * q.bits / 8};
+  // The vector paths widen 8 codes at a time, so groups must be whole octets (MLX's 32, 64 and 128).
+  const bool octets = q.group_size % 8 == 0;
+  if (T <= kGemvMaxTokens && octets)
+    return with_bits(q.bits, [&]<int Bits>() { qgemv<Bits>(pool, x, w, T, N, out); });
+
+  // Blocks of about 4 MiB of f32 rows: dequantized by all threads, then one packed GEMM each.
+  const int64_t rows = std::clamp<int64_t>((int64_t(1) << 20) / K / 16 * 16, 16, 1024);
+  auto block = std::unique_ptr<float[]>(new float[size_t(std::min(rows, N) * K)]);
+  auto partial = std::unique_ptr<float[]>(new float[size_t(T * std::min(rows, N))]);
+  for (int64_t n0 = 0; n0 < N; n0 += rows) {
+    const int64_t nb = std::min(rows, N - n0);
+    pool.parallel_for(nb, 4, [&](int64_t a, int64_t b) {
+      if (octets)
+        with_bits(q.bits, [&]<int Bits>() { dequantize_rows<Bits>(w, n0 + a, n0 + b, block.get() + a * K); });
+      else
+        dequantize(weight, (n0 + a) * K, (b - a) * K, block.get() + a * K);
+    });
+    gemm<F32W>(pool, x, block.get(), T, K, nb, partial.get());
+    for (int64_t t = 0; t < T; ++t)
+      std::memcpy(out + t * N + n0, partial.get() + t * nb, size_t(nb) * sizeof(float));
+  }
+}
+
+}  // namespace tessera::cpu::fast
