@@ -126,6 +126,18 @@ std::vector<int32_t> random_prompt(int n, int vocab, std::mt19937& rng) {
   return ids;
 }
 
+// This process's resident memory now (VmRSS), in GB: the mapped weights it has read, the KV
+// cache and the activations.
+double resident_gb() {
+  std::ifstream in("/proc/self/status");
+  for (std::string key; in >> key;) {
+    double kib = 0;
+    if (key == "VmRSS:" && in >> kib) return kib * 1024 / 1e9;
+    in.ignore(4096, '\n');
+  }
+  return 0;
+}
+
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // CPU seconds used by this process so far: divided by wall time, the cores it actually had (the
@@ -238,6 +250,7 @@ int main(int argc, char** argv) {
               best1.decode_cpu_s / best1.decode_s);
   std::printf("%-34s %10.2f %12.1f %8.0f%% %11.2f\n", "decode, batch 8 (8 sequences)", dec8, gbs8, 100 * gbs8 / bw,
               best8.decode_cpu_s / best8.decode_s);
+  std::printf("\nresident memory after the runs: %.2f GB\n", resident_gb());
   if (dir_opt.empty()) fs::remove_all(dir);
   return 0;
 }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "backend/cpu/fast_gemm.h"
 #include "backend/cpu/fast_ops.h"
@@ -269,22 +270,26 @@ void quantized_linear(ThreadPool& pool, const float* x, const Tensor& weight, in
   if (T <= kGemvMaxTokens && octets)
     return with_bits(q.bits, [&]<int Bits>() { qgemv<Bits>(pool, x, w, T, N, out); });
 
-  // Blocks of about 4 MiB of f32 rows: dequantized by all threads, then one packed GEMM each.
-  const int64_t rows = std::clamp<int64_t>((int64_t(1) << 20) / K / 16 * 16, 16, 1024);
-  auto block = std::unique_ptr<float[]>(new float[size_t(std::min(rows, N) * K)]);
-  auto partial = std::unique_ptr<float[]>(new float[size_t(T * std::min(rows, N))]);
-  for (int64_t n0 = 0; n0 < N; n0 += rows) {
-    const int64_t nb = std::min(rows, N - n0);
-    pool.parallel_for(nb, 4, [&](int64_t a, int64_t b) {
+  // Each thread takes a range of rows and goes over it in blocks of about 512 KiB of f32 (at least
+  // a panel of the AVX-512 kernel, 32 rows): dequantized into its own scratch, then multiplied by
+  // the packed GEMM on this thread alone, so the block is read back from its cache and the
+  // threads never wait for each other.
+  const int64_t rows = std::max<int64_t>(32, (int64_t(1) << 17) / K / 32 * 32);
+  pool.parallel_for(N, rows, [&](int64_t n0, int64_t n1) {
+    thread_local ThreadPool alone(1);
+    std::vector<float> block(size_t(std::min(rows, n1 - n0) * K)),
+        partial(size_t(T * std::min(rows, n1 - n0)));
+    for (int64_t b0 = n0; b0 < n1; b0 += rows) {
+      const int64_t nb = std::min(rows, n1 - b0);
       if (octets)
-        with_bits(q.bits, [&]<int Bits>() { dequantize_rows<Bits>(w, n0 + a, n0 + b, block.get() + a * K); });
+        with_bits(q.bits, [&]<int Bits>() { dequantize_rows<Bits>(w, b0, b0 + nb, block.data()); });
       else
-        dequantize(weight, (n0 + a) * K, (b - a) * K, block.get() + a * K);
-    });
-    gemm<F32W>(pool, x, block.get(), T, K, nb, partial.get());
-    for (int64_t t = 0; t < T; ++t)
-      std::memcpy(out + t * N + n0, partial.get() + t * nb, size_t(nb) * sizeof(float));
-  }
+        dequantize(weight, b0 * K, nb * K, block.data());
+      gemm<F32W>(alone, x, block.data(), T, K, nb, partial.data());
+      for (int64_t t = 0; t < T; ++t)
+        std::memcpy(out + t * N + b0, partial.data() + t * nb, size_t(nb) * sizeof(float));
+    }
+  });
 }
 
 }  // namespace tessera::cpu::fast
