@@ -14,7 +14,7 @@
 namespace tessera {
 
 struct Quantization {
-  int bits = 0, group_size = 0;  // 2 to 8 bits; groups of whole bytes of codes
+  int bits = 0, group_size = 0;  // MLX writes 2 to 6 and 8 bits, groups of 32, 64 or 128
   Tensor scales, biases;         // [..., in / group_size], f32, f16 or bf16
 };
 

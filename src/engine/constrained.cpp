@@ -80,7 +80,8 @@ std::optional<SampleResult> sample_constrained(const float* logits, int V, Seque
   // the first few candidates, is found without walking the vocabulary.
   if (s.params.temperature <= 0.0f && !has_penalties(s.params)) {
     if (int32_t t = greedy_pick(logits, V, s, vocab); t >= 0) {
-      if (s.params.logprobs < 0) return SampleResult{t};  // nothing else to report
+      if (s.params.logprobs < 0)
+        return SampleResult{.token = t, .logprob = 0, .top = {}};  // nothing else to report
       allowed.assign(size_t(V), 0);
       allowed[size_t(t)] = 1;
     }

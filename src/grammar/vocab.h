@@ -74,7 +74,7 @@ struct Constraint {
   // the block free: one open at the start (starts_in_reasoning) or opened by the first tokens,
   // until a close tag. An open tag's first token is one the grammar's text cannot hold (a
   // special token), so that drawing it means the tag. Empty: no reasoning block.
-  std::vector<std::vector<int32_t>> reasoning_open, reasoning_close;
+  std::vector<std::vector<int32_t>> reasoning_open = {}, reasoning_close = {};
   bool starts_in_reasoning = false;
 };
 

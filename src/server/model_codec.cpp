@@ -96,7 +96,8 @@ std::string content_text(const nlohmann::ordered_json& content) {
     if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
         !part["text"].is_string())
       throw Error("only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
-    text += (text.empty() ? "" : "\n") + part["text"].get<std::string>();
+    if (!text.empty()) text += '\n';
+    text += part["text"].get_ref<const std::string&>();
   }
   return text;
 }
