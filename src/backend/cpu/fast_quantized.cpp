@@ -80,6 +80,10 @@ TESSERA_AVX512 inline __m512 codes16(const uint8_t* p) {
   }
 }
 
+// The AVX-512 tiles widen 16 4-bit codes (8 bytes: two words) from one 64-bit broadcast, each
+// pair of lanes shifting the two words alike: lane 2i holds code i, lane 2i + 1 code 8 + i.
+constexpr int kLanes16[16] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15};
+
 // A quantized [N, K] weight as the kernels read it.
 struct QWeight {
   const uint8_t* codes;
@@ -95,6 +99,20 @@ struct QWeight {
   }
 };
 
+// The scales and then the biases of rows [n, n + R), in f32 ([2][R][groups], per thread), so that
+// the tiles broadcast each group's straight from memory: converting them group by group took as
+// many instructions as widening a 64-code group's codes.
+template <int R>
+const float* row_values(const QWeight& w, int64_t n) {
+  thread_local std::vector<float> values;
+  values.resize(size_t(2 * R * w.groups));
+  for (int64_t i = 0; i < R * w.groups; ++i) {
+    values[size_t(i)] = w.scale(n * w.groups + i);
+    values[size_t(R * w.groups + i)] = w.bias(n * w.groups + i);
+  }
+  return values.data();
+}
+
 // Rows [n, n + R) × tokens [0, TT) of x (row stride K) into out (row stride ldo).
 template <int Bits, int R, int TT>
 void qgemv_tile(const QWeight& w, int64_t n, const float* x, float* out, int64_t ldo) {
@@ -104,13 +122,14 @@ void qgemv_tile(const QWeight& w, int64_t n, const float* x, float* out, int64_t
 #pragma GCC unroll 16
     for (int t = 0; t < TT; ++t) acc[r][t] = _mm256_setzero_ps();
   const int64_t group_bytes = w.group_size * Bits / 8;
+  const float* sb = row_values<R>(w, n);
   for (int64_t g = 0; g < w.groups; ++g) {
     __m256 scale[R], bias[R];
     const uint8_t* p[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      scale[r] = _mm256_set1_ps(w.scale((n + r) * w.groups + g));
-      bias[r] = _mm256_set1_ps(w.bias((n + r) * w.groups + g));
+      scale[r] = _mm256_set1_ps(sb[r * w.groups + g]);
+      bias[r] = _mm256_set1_ps(sb[(R + r) * w.groups + g]);
       p[r] = w.codes + (n + r) * w.row_bytes + g * group_bytes;
       // The next tile's rows, at the pace this one reads its own (see fast_linear.cpp).
       _mm_prefetch(reinterpret_cast<const char*>(p[r] + R * w.row_bytes), _MM_HINT_T0);
@@ -143,22 +162,42 @@ TESSERA_AVX512 void qgemv_tile_avx512(const QWeight& w, int64_t n, const float* 
 #pragma GCC unroll 16
     for (int t = 0; t < TT; ++t) acc[r][t] = _mm512_setzero_ps();
   const int64_t group_bytes = w.group_size * Bits / 8;
+  const float* sb = row_values<R>(w, n);
   for (int64_t g = 0; g < w.groups; ++g) {
     __m512 scale[R], bias[R];
     const uint8_t* p[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      scale[r] = _mm512_set1_ps(w.scale((n + r) * w.groups + g));
-      bias[r] = _mm512_set1_ps(w.bias((n + r) * w.groups + g));
+      scale[r] = _mm512_set1_ps(sb[r * w.groups + g]);
+      bias[r] = _mm512_set1_ps(sb[(R + r) * w.groups + g]);
       p[r] = w.codes + (n + r) * w.row_bytes + g * group_bytes;
       _mm_prefetch(reinterpret_cast<const char*>(p[r] + R * w.row_bytes), _MM_HINT_T0);
+    }
+    // 4 bits: a group's 16 possible values s * q + b are one register, and each code picks its
+    // value from it (vpermps reads the low 4 bits of each lane), so widening 16 codes is a
+    // broadcast, a shift and a permute. The codes arrive in the order of lanes16 (x is permuted
+    // to match by the caller).
+    __m512 values[R];
+    if constexpr (Bits == 4) {
+      const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) values[r] = _mm512_fmadd_ps(q, scale[r], bias[r]);
     }
     for (int64_t c = 0; c < w.group_size / 16; ++c) {
       const int64_t k = g * w.group_size + c * 16;
       __m512 wv[R];
 #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-        wv[r] = _mm512_fmadd_ps(codes16<Bits>(p[r] + c * 2 * Bits), scale[r], bias[r]);
+      for (int r = 0; r < R; ++r) {
+        if constexpr (Bits == 4) {
+          uint64_t v;
+          std::memcpy(&v, p[r] + c * 8, 8);
+          const __m512i shifts = _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28);
+          const __m512i codes = _mm512_maskz_srlv_epi32(0xffff, _mm512_set1_epi64(int64_t(v)), shifts);
+          wv[r] = _mm512_maskz_permutexvar_ps(0xffff, codes, values[r]);
+        } else {
+          wv[r] = _mm512_fmadd_ps(codes16<Bits>(p[r] + c * 2 * Bits), scale[r], bias[r]);
+        }
+      }
 #pragma GCC unroll 16
       for (int t = 0; t < TT; ++t) {
         const __m512 xv = _mm512_loadu_ps(x + t * w.K + k);
@@ -199,6 +238,13 @@ void qgemv_with(ThreadPool& pool, const float* x, const QWeight& w, int64_t T, i
   static constexpr auto singles = make_tiles<Bits, 1, Wide>(std::make_index_sequence<G>{});
   const int64_t R = T == 1 ? 4 : 2;
   const int64_t grain = std::max<int64_t>(4, (16384 / w.row_bytes + 3) / 4 * 4);  // >= 16 KiB of codes
+  Tensor permuted;  // 64-byte aligned as activations are: a load across two lines costs twice
+  if constexpr (Wide && Bits == 4) {  // x in the order the 4-bit tiles widen codes (kLanes16)
+    permuted = Tensor::empty(DType::F32, {T, w.K});
+    for (int64_t i = 0; i < T * w.K; i += 16)
+      for (int j = 0; j < 16; ++j) permuted.data<float>()[i + j] = x[i + kLanes16[j]];
+    x = permuted.data<float>();
+  }
   pool.parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1;) {
       const bool full = n + R <= n1;
