@@ -2,9 +2,10 @@
 // codes with a scale and a bias per group. Few tokens (decode): each row's codes are read once
 // from memory and widened in registers, 8 (AVX-512: 16) at a time, to s * q + b, which feeds every
 // token's FMAs, so a 4-bit weight streams a quarter of a bf16 one's bytes. Widening costs about as
-// many instructions as the FMAs, so on a machine with fast memory the 1-token product is bound by
-// them, not by the bytes. Many tokens (prefill): blocks of rows are dequantized to f32 into a
-// scratch and multiplied by the packed GEMM (fast_gemm.cpp).
+// many instructions as the FMAs (4-bit codes on AVX-512 look their values up instead, in half as
+// many), so on a machine with fast memory the 1-token product is bound by them, not by the bytes.
+// Many tokens (prefill): blocks of rows are dequantized to f32 into a scratch and multiplied by
+// the packed GEMM (fast_gemm.cpp).
 #include "backend/cpu/fast_quantized.h"
 
 #include <algorithm>
@@ -51,7 +52,8 @@ inline __m256 codes8(const uint8_t* p) {
   }
 }
 
-// The same for 16 codes (2 * Bits bytes) in 512-bit lanes (maskz forms with a full mask: see
+// The same for 16 codes (2 * Bits bytes) in 512-bit lanes, for the widths other than 4 (see
+// qgemv_tile_avx512) (maskz forms with a full mask: see
 // load16 in fast_simd.h).
 template <int Bits>
 TESSERA_AVX512 inline __m512 codes16(const uint8_t* p) {
@@ -65,15 +67,6 @@ TESSERA_AVX512 inline __m512 codes16(const uint8_t* p) {
     return _mm512_maskz_cvtepi32_ps(
         0xffff, _mm512_and_si512(_mm512_maskz_srlv_epi32(0xffff, _mm512_set1_epi32(int(v)), shifts),
                                  _mm512_set1_epi32(3)));
-  } else if constexpr (Bits == 4) {  // lanes 0-7 shift the first word, lanes 8-15 the second
-    uint64_t v;
-    std::memcpy(&v, p, 8);
-    const __m512i words = _mm512_maskz_permutexvar_epi32(
-        0xffff, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
-        _mm512_castsi128_si512(_mm_cvtsi64_si128(int64_t(v))));
-    const __m512i shifts = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
-    return _mm512_maskz_cvtepi32_ps(
-        0xffff, _mm512_and_si512(_mm512_maskz_srlv_epi32(0xffff, words, shifts), _mm512_set1_epi32(15)));
   } else {  // 3, 5 and 6 bits: two halves of 8
     const __m512d lo = _mm512_castpd256_pd512(_mm256_castps_pd(codes8<Bits>(p)));
     return _mm512_castpd_ps(_mm512_maskz_insertf64x4(0xff, lo, _mm256_castps_pd(codes8<Bits>(p + Bits)), 1));
