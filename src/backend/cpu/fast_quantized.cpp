@@ -93,8 +93,7 @@ struct QWeight {
 };
 
 // The scales and then the biases of rows [n, n + R), in f32 ([2][R][groups], per thread), so that
-// the tiles broadcast each group's straight from memory: converting them group by group took as
-// many instructions as widening a 64-code group's codes.
+// the tiles broadcast each group's straight from memory rather than convert them in the loop.
 template <int R>
 const float* row_values(const QWeight& w, int64_t n) {
   thread_local std::vector<float> values;
