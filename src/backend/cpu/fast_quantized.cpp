@@ -11,13 +11,13 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <memory>
 #include <utility>
 #include <vector>
 
 #include "backend/cpu/fast_gemm.h"
 #include "backend/cpu/fast_ops.h"
 #include "backend/cpu/fast_simd.h"
+#include "backend/cpu/reference_ops.h"
 #include "core/quantization.h"
 
 namespace tessera::cpu::fast {
@@ -52,9 +52,8 @@ inline __m256 codes8(const uint8_t* p) {
   }
 }
 
-// The same for 16 codes (2 * Bits bytes) in 512-bit lanes, for the widths other than 4 (see
-// qgemv_tile_avx512) (maskz forms with a full mask: see
-// load16 in fast_simd.h).
+// The same for 16 codes (2 * Bits bytes) in 512-bit lanes, for the widths other than 4 (those
+// qgemv_tile_avx512 looks up). Maskz forms with a full mask: see load16 in fast_simd.h.
 template <int Bits>
 TESSERA_AVX512 inline __m512 codes16(const uint8_t* p) {
   if constexpr (Bits == 8) {
@@ -80,28 +79,18 @@ constexpr int kLanes16[16] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 
 // A quantized [N, K] weight as the kernels read it.
 struct QWeight {
   const uint8_t* codes;
-  const void *scales, *biases;  // [N, groups]
-  DType value_dtype;            // the scales' and biases'
+  const Tensor &scales, &biases;  // [N, groups]
   int64_t K, group_size, groups, row_bytes;
-  float scale(int64_t i) const { return value(scales, i); }
-  float bias(int64_t i) const { return value(biases, i); }
-  float value(const void* p, int64_t i) const {
-    if (value_dtype == DType::BF16) return BF16W::load1(static_cast<const uint16_t*>(p) + i);
-    if (value_dtype == DType::F16) return F16W::load1(static_cast<const uint16_t*>(p) + i);
-    return static_cast<const float*>(p)[i];
-  }
 };
 
-// The scales and then the biases of rows [n, n + R), in f32 ([2][R][groups], per thread), so that
-// the tiles broadcast each group's straight from memory rather than convert them in the loop.
-template <int R>
-const float* row_values(const QWeight& w, int64_t n) {
+// The scales and then the biases of rows [n, n + rows), in f32 ([2][rows][groups], per thread),
+// so that the kernels broadcast each group's straight from memory rather than convert them in
+// the loop.
+const float* row_values(const QWeight& w, int64_t n, int64_t rows) {
   thread_local std::vector<float> values;
-  values.resize(size_t(2 * R * w.groups));
-  for (int64_t i = 0; i < R * w.groups; ++i) {
-    values[size_t(i)] = w.scale(n * w.groups + i);
-    values[size_t(R * w.groups + i)] = w.bias(n * w.groups + i);
-  }
+  values.resize(size_t(2 * rows * w.groups));
+  ref::to_f32(w.scales, n * w.groups, rows * w.groups, values.data());
+  ref::to_f32(w.biases, n * w.groups, rows * w.groups, values.data() + rows * w.groups);
   return values.data();
 }
 
@@ -114,7 +103,7 @@ void qgemv_tile(const QWeight& w, int64_t n, const float* x, float* out, int64_t
 #pragma GCC unroll 16
     for (int t = 0; t < TT; ++t) acc[r][t] = _mm256_setzero_ps();
   const int64_t group_bytes = w.group_size * Bits / 8;
-  const float* sb = row_values<R>(w, n);
+  const float* sb = row_values(w, n, R);
   for (int64_t g = 0; g < w.groups; ++g) {
     __m256 scale[R], bias[R];
     const uint8_t* p[R];
@@ -154,7 +143,7 @@ TESSERA_AVX512 void qgemv_tile_avx512(const QWeight& w, int64_t n, const float* 
 #pragma GCC unroll 16
     for (int t = 0; t < TT; ++t) acc[r][t] = _mm512_setzero_ps();
   const int64_t group_bytes = w.group_size * Bits / 8;
-  const float* sb = row_values<R>(w, n);
+  const float* sb = row_values(w, n, R);
   for (int64_t g = 0; g < w.groups; ++g) {
     __m512 scale[R], bias[R];
     const uint8_t* p[R];
@@ -167,7 +156,7 @@ TESSERA_AVX512 void qgemv_tile_avx512(const QWeight& w, int64_t n, const float* 
     }
     // 4 bits: a group's 16 possible values s * q + b are one register, and each code picks its
     // value from it (vpermps reads the low 4 bits of each lane), so widening 16 codes is a
-    // broadcast, a shift and a permute. The codes arrive in the order of lanes16 (x is permuted
+    // broadcast, a shift and a permute. The codes arrive in the order of kLanes16 (x is permuted
     // to match by the caller).
     __m512 values[R];
     if constexpr (Bits == 4) {
@@ -262,11 +251,12 @@ void qgemv(ThreadPool& pool, const float* x, const QWeight& w, int64_t T, int64_
 // Rows [n0, n1) of w dequantized into dst (row stride K).
 template <int Bits>
 void dequantize_rows(const QWeight& w, int64_t n0, int64_t n1, float* dst) {
-  const int64_t group_bytes = w.group_size * Bits / 8;
+  const int64_t group_bytes = w.group_size * Bits / 8, rows = n1 - n0;
+  const float* sb = row_values(w, n0, rows);
   for (int64_t n = n0; n < n1; ++n)
     for (int64_t g = 0; g < w.groups; ++g) {
-      const __m256 scale = _mm256_set1_ps(w.scale(n * w.groups + g));
-      const __m256 bias = _mm256_set1_ps(w.bias(n * w.groups + g));
+      const __m256 scale = _mm256_set1_ps(sb[(n - n0) * w.groups + g]);
+      const __m256 bias = _mm256_set1_ps(sb[(rows + n - n0) * w.groups + g]);
       const uint8_t* p = w.codes + n * w.row_bytes + g * group_bytes;
       float* d = dst + (n - n0) * w.K + g * w.group_size;
       for (int64_t c = 0; c < w.group_size / 8; ++c)
@@ -301,7 +291,7 @@ void quantized_linear(ThreadPool& pool, const float* x, const Tensor& weight, in
   const int64_t N = weight.dim(0), K = weight.dim(1);
   TESSERA_CHECK(q.biases.dtype() == q.scales.dtype() && q.scales.numel() * q.group_size == weight.numel(),
                 "linear: a quantized weight's scales and biases do not fit it");
-  const QWeight w{weight.data<uint8_t>(), q.scales.raw(),   q.biases.raw(), q.scales.dtype(), K,
+  const QWeight w{weight.data<uint8_t>(), q.scales,         q.biases,      K,
                   q.group_size,           K / q.group_size, K * q.bits / 8};
   // The vector paths widen 8 codes at a time, so groups must be whole octets (MLX's 32, 64 and 128).
   const bool octets = q.group_size % 8 == 0;
