@@ -369,8 +369,7 @@ class CudaBackend final : public Backend {
     TESSERA_CHECK(k.dim(0) == T && v.numel() == k.numel() && k.dim(2) == Dh,
                   "rope_store_kv: q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) + ", v " +
                       shape_str(v.shape()));
-    if (qk_norm) normalize_heads(q, k, *qk_norm);
-    cuda::RopeStoreArgs a = rope_store_args(T, H, Hkv, Dh, positions, p, slots, kc, vc);
+    cuda::RopeStoreArgs a = rope_store_args(T, H, Hkv, Dh, positions, p, slots, kc, vc, qk_norm);
     a.q = ptr(q), a.k = ptr(k), a.v = ptr(v), a.ld_q = H * Dh, a.ld_kv = Hkv * Dh;
     a.q_out = ptr(q), a.k_out = ptr(k);
     cuda::rope_store_kv(a, stream_);
@@ -384,7 +383,7 @@ class CudaBackend final : public Backend {
                             Tensor& vc, const QkNorm* qk_norm) override {
     const int64_t K = x.dim(-1), T = x.numel() / K, Dh = kc.dim(-1), Nq = q.weight.dim(0), Nkv = k.weight.dim(0);
     const DType dt = q.weight.dtype();
-    const bool fused = !qk_norm && T > cuda::kSkinnyMaxTokens && (dt == DType::BF16 || dt == DType::F16) &&
+    const bool fused = T > cuda::kSkinnyMaxTokens && (dt == DType::BF16 || dt == DType::F16) &&
                        q.weight.ndim() == 2 && follows(k.weight, q.weight) && follows(v.weight, k.weight) &&
                        v.weight.dim(0) == Nkv && Nq % Dh == 0 && Nkv % Dh == 0 && !q.bias.defined() &&
                        !k.bias.defined() && !v.bias.defined() && q.out.numel() == T * Nq;
@@ -403,7 +402,7 @@ class CudaBackend final : public Backend {
     if (narrow) cuda::narrow_gemm(x.raw(), stacked.raw(), dt, T, N, K, splits, ptr(all), stream_);
     else if (splits == 1) linear(x, stacked, Tensor(), all);
     else gemm_->run(x.raw(), stacked.raw(), dt, all.raw(), DType::F32, T, N, K, splits);
-    cuda::RopeStoreArgs a = rope_store_args(T, Nq / Dh, Nkv / Dh, Dh, positions, p, slots, kc, vc);
+    cuda::RopeStoreArgs a = rope_store_args(T, Nq / Dh, Nkv / Dh, Dh, positions, p, slots, kc, vc, qk_norm);
     a.q = ptr(all), a.k = a.q + Nq, a.v = a.k + Nkv, a.ld_q = a.ld_kv = N;
     a.parts = splits, a.part_stride = T * N;
     a.q_out = ptr(q.out), a.k_out = nullptr;
@@ -745,7 +744,8 @@ class CudaBackend final : public Backend {
 
   // rope_store_kv()'s operands but q, k and v, checked.
   cuda::RopeStoreArgs rope_store_args(int64_t T, int64_t H, int64_t Hkv, int64_t Dh, const Tensor& positions,
-                                      const RopeParams& p, const Tensor& slots, Tensor& kc, Tensor& vc) {
+                                      const RopeParams& p, const Tensor& slots, Tensor& kc, Tensor& vc,
+                                      const QkNorm* qk_norm) {
     require_i32(positions, "rope_store_kv", "positions");
     require_i32(slots, "rope_store_kv", "slots");
     require_f32(p.inv_freq, "rope_store_kv", "inv_freq");
@@ -762,6 +762,16 @@ class CudaBackend final : public Backend {
     a.T = T, a.H = H, a.Hkv = Hkv, a.Dh = Dh, a.rotary_dim = p.rotary_dim;
     a.slots = ptr<int32_t>(slots), a.num_slots = kc.dim(0);
     a.k_cache = kc.raw(), a.v_cache = vc.raw(), a.cache_dtype = kc.dtype();
+    if (qk_norm) {
+      const Tensor &qw = qk_norm->q_weight, &kw = qk_norm->k_weight;
+      require_float(qw, "rope_store_kv", "q norm");
+      require_float(kw, "rope_store_kv", "k norm");
+      TESSERA_CHECK(qw.numel() == Dh && kw.numel() == Dh && qw.dtype() == kw.dtype(),
+                    "rope_store_kv: q and k norms of " + shape_str(qw.shape()) + " and " +
+                        shape_str(kw.shape()) + " for heads of " + std::to_string(Dh));
+      a.q_norm = qw.raw(), a.k_norm = kw.raw(), a.norm_dtype = qw.dtype();
+      a.norm_eps = qk_norm->eps, a.norm_offset = qk_norm->offset;
+    }
     return a;
   }
 

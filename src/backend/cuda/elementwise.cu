@@ -157,15 +157,10 @@ __global__ void rope_kernel(float* x, const int32_t* positions, const float* inv
   }
 }
 
-// One token per blockIdx.x; its work items (q and k pairs and their dims past rotary_dim, v
-// elements) spread over blockIdx.y, about one a thread. The rotation is rope_kernel's, to the bit.
-template <class E>
-__global__ void rope_store_kv_kernel(RopeStoreArgs a) {
-  extern __shared__ float cs[];  // cos[half], sin[half]
-  allow_next();
-  // Positions and slots are the step's inputs: the angles while the previous kernel (which
-  // writes q, k and v) still runs.
-  const int64_t t = blockIdx.x, Dh = a.Dh;
+// Token t's cos and sin (scaled) into cs[0, half) and cs[half, 2 half), by the block's threads.
+// Positions are the step's inputs: the rope kernels compute the angles while the previous kernel
+// (which writes q, k and v) still runs.
+__device__ __forceinline__ void rope_angles(const RopeStoreArgs& a, int64_t t, float* cs) {
   const int half = a.rotary_dim / 2;
   const float pos = float(a.positions[t]);
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
@@ -173,6 +168,17 @@ __global__ void rope_store_kv_kernel(RopeStoreArgs a) {
     cs[i] = cosf(angle) * a.scaling;
     cs[half + i] = sinf(angle) * a.scaling;
   }
+}
+
+// One token per blockIdx.x; its work items (q and k pairs and their dims past rotary_dim, v
+// elements) spread over blockIdx.y, about one a thread. The rotation is rope_kernel's, to the bit.
+template <class E>
+__global__ void rope_store_kv_kernel(RopeStoreArgs a) {
+  extern __shared__ float cs[];  // cos[half], sin[half]
+  allow_next();
+  const int64_t t = blockIdx.x, Dh = a.Dh;
+  const int half = a.rotary_dim / 2;
+  rope_angles(a, t, cs);
   const int64_t row = a.Hkv * Dh, slot = a.slots[t];
   wait_for_previous();
   __syncthreads();
@@ -218,6 +224,72 @@ __global__ void rope_store_kv_kernel(RopeStoreArgs a) {
       vc[e] = from_f32<E>(in(vt, e));
     }
   }
+}
+
+// A weight of a runtime dtype (the per-head norms' few values a head).
+__device__ __forceinline__ float weight_at(const void* w, DType dt, int64_t i) {
+  if (dt == DType::BF16) return to_f32(static_cast<const __nv_bfloat16*>(w)[i]);
+  if (dt == DType::F16) return to_f32(static_cast<const __half*>(w)[i]);
+  return static_cast<const float*>(w)[i];
+}
+
+constexpr int kNormRopeWarps = 4;
+
+// rope_store_kv_kernel with each q and k head RMS-normalised first (qk-norm models): one warp a
+// head, which reads the head into its row of shared memory, normalises it there and rotates
+// the pairs from it, so a q written in place is read whole before it is written. Token
+// blockIdx.x; its q heads, then k heads, then v heads (stored only) a warp each over blockIdx.y.
+template <class E>
+__global__ void __launch_bounds__(kNormRopeWarps * 32) norm_rope_store_kv_kernel(RopeStoreArgs a) {
+  extern __shared__ float cs[];  // cos[half], sin[half], then a row of Dh a warp
+  allow_next();
+  const int64_t t = blockIdx.x, Dh = a.Dh;
+  const int half = a.rotary_dim / 2, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  rope_angles(a, t, cs);
+  const int64_t row = a.Hkv * Dh, slot = a.slots[t];
+  wait_for_previous();
+  __syncthreads();
+  const int64_t head = int64_t(blockIdx.y) * kNormRopeWarps + warp;
+  if (head >= a.H + 2 * a.Hkv) return;
+  const bool store = slot >= 0 && slot < a.num_slots;
+  auto in = [&](const float* p, int64_t i) {  // the sum of the parts
+    float v = p[i];
+    for (int part = 1; part < a.parts; ++part) v += p[part * a.part_stride + i];
+    return v;
+  };
+  if (head >= a.H + a.Hkv) {  // a v head: stored as it is
+    const int64_t o = (head - a.H - a.Hkv) * Dh;
+    if (store)
+      for (int64_t d = lane; d < Dh; d += 32)
+        static_cast<E*>(a.v_cache)[slot * row + o + d] = from_f32<E>(in(a.v + t * a.ld_kv + o, d));
+    return;
+  }
+  const bool is_q = head < a.H;
+  const int64_t o = (is_q ? head : head - a.H) * Dh;
+  const float* src = is_q ? a.q + t * a.ld_q + o : a.k + t * a.ld_kv + o;
+  const void* w = is_q ? a.q_norm : a.k_norm;
+  float* x = cs + 2 * half + warp * Dh;
+  float ss = 0.0f;
+  for (int64_t d = lane; d < Dh; d += 32) {
+    const float v = in(src, d);
+    x[d] = v;
+    ss += v * v;
+  }
+  const float inv = 1.0f / sqrtf(warp_sum(ss) / float(Dh) + a.norm_eps);
+  for (int64_t d = lane; d < Dh; d += 32) x[d] = x[d] * inv * (weight_at(w, a.norm_dtype, d) + a.norm_offset);
+  __syncwarp();
+  float* out = is_q ? a.q_out + t * a.H * Dh + o : a.k_out ? a.k_out + t * row + o : nullptr;
+  E* kc = is_q || !store ? nullptr : static_cast<E*>(a.k_cache) + slot * row + o;
+  auto put = [&](int64_t d, float v) {
+    if (out) out[d] = v;
+    if (kc) kc[d] = from_f32<E>(v);
+  };
+  for (int i = lane; i < half; i += 32) {
+    const float x0 = x[i], x1 = x[i + half], c = cs[i], s = cs[half + i];
+    put(i, x0 * c - x1 * s);
+    put(i + half, x1 * c + x0 * s);
+  }
+  for (int64_t d = a.rotary_dim + lane; d < Dh; d += 32) put(d, x[d]);
 }
 
 template <class E>
@@ -537,6 +609,17 @@ void store_kv(const float* k, const float* v, const int32_t* slots, int64_t T, i
 void rope_store_kv(const RopeStoreArgs& a, cudaStream_t s) {
   if (a.T == 0) return;
   const int half = a.rotary_dim / 2;
+  if (a.q_norm) {
+    const int64_t heads = a.H + 2 * a.Hkv;
+    const dim3 grid(unsigned(a.T), unsigned((heads + kNormRopeWarps - 1) / kNormRopeWarps));
+    const size_t smem = size_t(2 * std::max(half, 1) + kNormRopeWarps * a.Dh) * sizeof(float);
+    with_activation(a.k_cache, a.cache_dtype, "rope_store_kv", [&](auto* k_cache) {
+      using E = std::remove_pointer_t<decltype(k_cache)>;
+      launch_dependent(norm_rope_store_kv_kernel<E>, grid, dim3(kNormRopeWarps * 32), smem, s, a);
+    });
+    check_launch("rope_store_kv");
+    return;
+  }
   const int64_t items = (a.H + a.Hkv) * (a.Dh - half) + a.Hkv * a.Dh;
   // About one item a thread: the items of a token spread over several blocks.
   dim3 grid(unsigned(a.T), unsigned(std::min<int64_t>((items + 255) / 256, 65535)));

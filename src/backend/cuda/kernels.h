@@ -46,7 +46,8 @@ void store_kv(const float* k, const float* v, const int32_t* slots, int64_t T, i
 // ranges of one stacked product's rows); the rotated q goes to q_out [T, H, Dh] (may be q when
 // packed), the rotated k to k_out [T, Hkv, Dh] when given (may be k). With parts > 1, q, k and v
 // are each the sum of that many arrays part_stride elements apart (a product's partial sums over
-// k ranges; q_out and k_out then separate).
+// k ranges; q_out and k_out then separate). With q_norm and k_norm ([Dh] of norm_dtype), each
+// head of q and k is RMS-normalised before the rotation (Backend's QkNorm).
 struct RopeStoreArgs {
   const float *q, *k, *v;
   int64_t ld_q, ld_kv;
@@ -62,6 +63,9 @@ struct RopeStoreArgs {
   int64_t num_slots;
   void *k_cache, *v_cache;
   DType cache_dtype;
+  const void *q_norm = nullptr, *k_norm = nullptr;
+  DType norm_dtype = DType::F32;
+  float norm_eps = 0.0f, norm_offset = 0.0f;
 };
 void rope_store_kv(const RopeStoreArgs& a, cudaStream_t s);
 void glu(Glu act, const void* gate, const void* up, DType in_dtype, void* out, DType out_dtype, int64_t n,
