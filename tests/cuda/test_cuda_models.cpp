@@ -206,9 +206,11 @@ TEST_P(CudaModels, MatchCpuBackend) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaModels,
-                         ::testing::Values("llama", "llama_bf16", "llama_f16", "llama_dynamic", "mistral", "qwen2",
-                                           "qwen3", "gemma2", "gemma3", "phi3", "qwen3_moe", "qwen3_moe_bf16",
-                                           "mixtral"));
+                         ::testing::Values("llama", "llama_bf16", "llama_f16", "llama_dynamic", "mistral",
+                                           "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "qwen3_moe",
+                                           "qwen3_moe_bf16", "mixtral"),
+                         // Named by fixture, so that --gtest_filter='*qwen3*' picks models by name.
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace
 }  // namespace tessera
