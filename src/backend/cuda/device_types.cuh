@@ -80,6 +80,14 @@ __device__ __forceinline__ void store8(T* p, const float* f) {
   *reinterpret_cast<uint4*>(p) = raw;
 }
 
+// p[i] as f32, p of dtype dt (f32, bf16 or f16; the same for every thread): a few values of a
+// weight read where a kernel of its own for each dtype would not pay (the per-head norms').
+__device__ __forceinline__ float load_as(const void* p, DType dt, int64_t i) {
+  if (dt == DType::BF16) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  if (dt == DType::F16) return __half2float(static_cast<const __half*>(p)[i]);
+  return static_cast<const float*>(p)[i];
+}
+
 // p[i] = v, and p[i], p[i + 1] = v0, v1 (i even), in p's dtype dt: an output kept in the 16-bit
 // format of the product it feeds (the attention's), or f32. dt is the same for every thread.
 __device__ __forceinline__ void store_as(void* p, DType dt, int64_t i, float v) {

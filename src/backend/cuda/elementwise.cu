@@ -170,6 +170,13 @@ __device__ __forceinline__ void rope_angles(const RopeStoreArgs& a, int64_t t, f
   }
 }
 
+// Element i of q, k or v at p: the sum of the a.parts arrays a.part_stride apart.
+__device__ __forceinline__ float parts_sum(const RopeStoreArgs& a, const float* p, int64_t i) {
+  float v = p[i];
+  for (int part = 1; part < a.parts; ++part) v += p[part * a.part_stride + i];
+  return v;
+}
+
 // One token per blockIdx.x; its work items (q and k pairs and their dims past rotary_dim, v
 // elements) spread over blockIdx.y, about one a thread. The rotation is rope_kernel's, to the bit.
 template <class E>
@@ -192,11 +199,7 @@ __global__ void rope_store_kv_kernel(RopeStoreArgs a) {
   E* vc = static_cast<E*>(a.v_cache) + (store ? slot * row : 0);
   const int64_t kw = Dh - half;  // per head: half rotated pairs, then the dims past rotary_dim
   const int64_t nq = a.H * kw, nk = a.Hkv * kw, n = nq + nk + row;
-  auto in = [&](const float* p, int64_t i) {  // the sum of the parts
-    float v = p[i];
-    for (int part = 1; part < a.parts; ++part) v += p[part * a.part_stride + i];
-    return v;
-  };
+  auto in = [&](const float* p, int64_t i) { return parts_sum(a, p, i); };
   for (int64_t j = blockIdx.y * int64_t(blockDim.x) + threadIdx.x; j < n; j += int64_t(gridDim.y) * blockDim.x) {
     if (j < nq) {
       const int64_t o = (j / kw) * Dh, i = j % kw;
@@ -226,13 +229,6 @@ __global__ void rope_store_kv_kernel(RopeStoreArgs a) {
   }
 }
 
-// A weight of a runtime dtype (the per-head norms' few values a head).
-__device__ __forceinline__ float weight_at(const void* w, DType dt, int64_t i) {
-  if (dt == DType::BF16) return to_f32(static_cast<const __nv_bfloat16*>(w)[i]);
-  if (dt == DType::F16) return to_f32(static_cast<const __half*>(w)[i]);
-  return static_cast<const float*>(w)[i];
-}
-
 constexpr int kNormRopeWarps = 4;
 
 // rope_store_kv_kernel with each q and k head RMS-normalised first (qk-norm models): one warp a
@@ -252,11 +248,7 @@ __global__ void __launch_bounds__(kNormRopeWarps * 32) norm_rope_store_kv_kernel
   const int64_t head = int64_t(blockIdx.y) * kNormRopeWarps + warp;
   if (head >= a.H + 2 * a.Hkv) return;
   const bool store = slot >= 0 && slot < a.num_slots;
-  auto in = [&](const float* p, int64_t i) {  // the sum of the parts
-    float v = p[i];
-    for (int part = 1; part < a.parts; ++part) v += p[part * a.part_stride + i];
-    return v;
-  };
+  auto in = [&](const float* p, int64_t i) { return parts_sum(a, p, i); };
   if (head >= a.H + a.Hkv) {  // a v head: stored as it is
     const int64_t o = (head - a.H - a.Hkv) * Dh;
     if (store)
@@ -276,7 +268,7 @@ __global__ void __launch_bounds__(kNormRopeWarps * 32) norm_rope_store_kv_kernel
     ss += v * v;
   }
   const float inv = 1.0f / sqrtf(warp_sum(ss) / float(Dh) + a.norm_eps);
-  for (int64_t d = lane; d < Dh; d += 32) x[d] = x[d] * inv * (weight_at(w, a.norm_dtype, d) + a.norm_offset);
+  for (int64_t d = lane; d < Dh; d += 32) x[d] = x[d] * inv * (load_as(w, a.norm_dtype, d) + a.norm_offset);
   __syncwarp();
   float* out = is_q ? a.q_out + t * a.H * Dh + o : a.k_out ? a.k_out + t * row + o : nullptr;
   E* kc = is_q || !store ? nullptr : static_cast<E*>(a.k_cache) + slot * row + o;
