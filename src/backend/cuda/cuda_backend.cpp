@@ -830,10 +830,11 @@ class CudaBackend final : public Backend {
     return out;
   }
 
-  // Products with quantized weights. Decode batches (f32 x and out, up to kQgemvMaxTokens
-  // tokens, 4 or 8 bits): qgemv reads the codes once, the whole group in one launch where it is
-  // stacked. Else each stacked group (or weight) is widened to its scales' dtype into scratch and
-  // multiplied as a 16-bit (or f32) weight, through the paths above.
+  // Products with quantized weights, f32 x and out, the whole group in one launch where it is
+  // stacked: up to kQgemvMaxTokens tokens (4 or 8 bits) qgemv reads the codes once; up to
+  // kQmmaMaxTokens (4 bits, bf16 scales) qmma reads them once for the tensor cores. Else each
+  // stacked group (or weight) is widened to its scales' dtype into scratch and multiplied as a
+  // 16-bit (or f32) weight, through the paths above. TESSERA_CUDA_QGEMV=0 widens for every product.
   void quantized_linear_group(const Tensor& x, std::span<const LinearPart> parts) {
     const LinearPart& first = parts.front();
     const int64_t K = x.dim(-1), T = K ? x.numel() / K : 0;
@@ -862,7 +863,17 @@ class CudaBackend final : public Backend {
         g.rows_end[g.count] = (g.count ? g.rows_end[g.count - 1] : 0) + p.weight.dim(0);
         ++g.count;
       }
-      if (qgemv_on_ && cuda::qgemv(ptr(x), w0, g, T, K, stream_)) {
+      bool done = qgemv_on_ && cuda::qgemv(ptr(x), w0, g, T, K, stream_);
+      if (!done && qgemv_on_ && cuda::qmma_applies(w0, T, K)) {
+        Tensor x16 = empty(DType::BF16, {T, K});
+        cuda::convert_f32(ptr(x), T * K, x16.raw(), DType::BF16, stream_);
+        const int64_t N = g.rows_end[g.count - 1];
+        const int splits = cuda::qmma_splits(w0, N, K, sm_count_);
+        Tensor part = empty(DType::F32, {splits, T, N});
+        cuda::qmma(x16.raw(), w0, g, T, K, ptr(part), splits, stream_);
+        done = true;
+      }
+      if (done) {
         for (const LinearPart& p : parts)
           if (p.bias.defined()) {
             require_device(p.bias, "linear", "bias");
@@ -966,7 +977,8 @@ class CudaBackend final : public Backend {
   // TESSERA_CUDA_MOE=0 groups every step's tokens by expert on the host, for side-by-side
   // measurements.
   const bool moe_on_device_ = !cuda::switched_off("TESSERA_CUDA_MOE");
-  // TESSERA_CUDA_QGEMV=0 widens quantized weights for every product, for side-by-side measurements.
+  // TESSERA_CUDA_QGEMV=0 widens quantized weights for every product (no qgemv, no qmma), for
+  // side-by-side measurements.
   const bool qgemv_on_ = !cuda::switched_off("TESSERA_CUDA_QGEMV");
   std::unique_ptr<cuda::Gemm> gemm_;
   StagedCopier staging_;
