@@ -839,12 +839,17 @@ class CudaBackend final : public Backend {
     const LinearPart& first = parts.front();
     const int64_t K = x.dim(-1), T = K ? x.numel() / K : 0;
     require_float(x, "linear", "input");
+    // Parts of other widths or groups (mlx-lm's mixed quantization): each on its own.
+    if (!std::all_of(parts.begin(), parts.end(),
+                     [&](const LinearPart& p) { return same_quantization(p.weight, first.weight); })) {
+      for (const LinearPart& p : parts) linear_parts(x, {&p, 1});
+      return;
+    }
     bool stacked = true;
     const Tensor* prev = nullptr;
     for (const LinearPart& p : parts) {
-      TESSERA_CHECK(same_quantization(p.weight, first.weight) && p.weight.dim(1) == K,
-                    "linear: quantized weight " + shape_str(p.weight.shape()) + " in a group with " +
-                        shape_str(first.weight.shape()) + ", input " + shape_str(x.shape()));
+      TESSERA_CHECK(p.weight.dim(1) == K, "linear: quantized weight " + shape_str(p.weight.shape()) +
+                                              " for input " + shape_str(x.shape()));
       require_device(p.out, "linear", "out");
       TESSERA_CHECK(p.out.numel() == T * p.weight.dim(0), "linear: output " + shape_str(p.out.shape()) +
                                                               " for weight " + shape_str(p.weight.shape()));

@@ -1,10 +1,10 @@
 // MLX-quantized weights kept as codes on the GPU (core/quantization.h's layout).
-//  - qgemv: the decode products of 1-8 tokens read the codes once. One warp per output row; each
-//    lane takes 16-byte pieces of the row's codes (32 4-bit or 16 8-bit weights, all of one
-//    group), widens them to f32 in registers and multiplies them with each token's f32
-//    activations. A code becomes a float without a conversion instruction: masked in place and
-//    set into the mantissa of 2^23 it reads 2^23 + q * 2^(bits j), so one subtraction leaves q
-//    scaled by a power of two, which the group's scale (divided by the same power) undoes.
+//  - qgemv: the decode products of 1-8 tokens read the codes once. A warp takes 2 or 4 rows; lane
+//    l reads words l, l + 32, ... of each (8 4-bit or 4 8-bit codes), so that the activations
+//    of a word are read once for the warp's rows and its 32 lanes read them contiguously. A code
+//    becomes a float without a conversion instruction: masked in place and set into the
+//    mantissa of 2^23 it reads 2^23 + q * 2^(bits j), so one subtraction leaves q scaled by a
+//    power of two, which the group's scale (divided by the same power) undoes.
 //  - qmma: 9-64 tokens of 4-bit codes with bf16 scales on the tensor cores (mma.sync, sm_80+).
 //    A warp takes 32 rows (two m16 tiles) over a k range: each lane reads the 32 code bytes of
 //    a row's 64-wide chunk (the four lanes of a row read the same bytes), keeps the byte that
@@ -22,7 +22,7 @@
 namespace tessera::cuda {
 namespace {
 
-constexpr int kWarps = 8;  // rows per block of qgemv
+constexpr int kWarps = 8;  // warps per block of qgemv
 
 // Code i (bits wide) of a little-endian bit stream: it spans at most two bytes, and the second is
 // read only if it does (the last code may end the buffer).
@@ -70,103 +70,139 @@ __global__ void widen_kernel(QuantizedMatrix w, const int32_t* __restrict__ ids,
   }
 }
 
-// The group's scale divided by 2^(kBits j), for code j of a 16-bit half word (see the top).
-template <int kBits>
-struct PieceScales {
-  static constexpr int kPerHalf = 16 / kBits;
-  float s[kPerHalf];
-  __device__ __forceinline__ explicit PieceScales(float scale) {
-#pragma unroll
-    for (int j = 0; j < kPerHalf; ++j) s[j] = scale * (1.0f / float(1u << (kBits * j)));
-  }
-};
-
-// acc[t] += the 16-byte piece's weights (codes q, group scale and bias) · x[t][k0 ...].
-template <int kBits, int kTokens>
-__device__ __forceinline__ void piece_dot(const uint4& q, float scale, float bias,
-                                          const float* __restrict__ x, int64_t ld, int T,
-                                          float (&acc)[kTokens]) {
+// acc[r][t] += row r's word of codes (its group's scale and bias) · x[t][k ...], for the 32 / kBits
+// elements from k. A code masked in place and set into the mantissa of 2^23 reads 2^23 + q 2^(kBits
+// j); less 2^23 it is q scaled by a power of two that the scale, divided by it, undoes.
+template <int kBits, int kRows, int kTokens>
+__device__ __forceinline__ void word_dot(const uint32_t (&q)[kRows], const float (&scale)[kRows],
+                                         const float (&bias)[kRows], const float* __restrict__ x, int64_t ld,
+                                         int T, float (&acc)[kRows][kTokens]) {
   constexpr int kPerHalf = 16 / kBits, kPerWord = 32 / kBits;
   constexpr uint32_t kMask = (1u << kBits) - 1;
-  const PieceScales<kBits> ps(scale);
-  const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+  float w[kRows][kPerWord];
 #pragma unroll
-  for (int wi = 0; wi < 4; ++wi) {
-    float wv[kPerWord];
+  for (int r = 0; r < kRows; ++r)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const uint32_t half = h ? words[wi] >> 16 : words[wi];
+      const uint32_t half = h ? q[r] >> 16 : q[r];
 #pragma unroll
       for (int j = 0; j < kPerHalf; ++j) {
         const float shifted = __int_as_float(int((half & (kMask << (kBits * j))) | 0x4B000000u)) - 8388608.0f;
-        wv[h * kPerHalf + j] = fmaf(shifted, ps.s[j], bias);
+        w[r][h * kPerHalf + j] = fmaf(shifted, scale[r] * (1.0f / float(1u << (kBits * j))), bias[r]);
       }
     }
 #pragma unroll
-    for (int t = 0; t < kTokens; ++t) {
-      if (t >= T) break;
-      const float4* xp = reinterpret_cast<const float4*>(x + t * ld + wi * kPerWord);
+  for (int t = 0; t < kTokens; ++t) {
+    if (t >= T) break;
+    const float4* xp = reinterpret_cast<const float4*>(x + t * ld);
 #pragma unroll
-      for (int i = 0; i < kPerWord / 4; ++i) {
-        const float4 a = xp[i];
-        acc[t] = fmaf(wv[4 * i], a.x, acc[t]);
-        acc[t] = fmaf(wv[4 * i + 1], a.y, acc[t]);
-        acc[t] = fmaf(wv[4 * i + 2], a.z, acc[t]);
-        acc[t] = fmaf(wv[4 * i + 3], a.w, acc[t]);
+    for (int i = 0; i < kPerWord / 4; ++i) {
+      const float4 a = __ldg(xp + i);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        acc[r][t] = fmaf(w[r][4 * i], a.x, acc[r][t]);
+        acc[r][t] = fmaf(w[r][4 * i + 1], a.y, acc[r][t]);
+        acc[r][t] = fmaf(w[r][4 * i + 2], a.z, acc[r][t]);
+        acc[r][t] = fmaf(w[r][4 * i + 3], a.w, acc[r][t]);
       }
     }
   }
 }
 
 // out[t, n] = x[t] · w[n] for T <= kTokens tokens, w's rows numbered across g's parts (their codes,
-// scales and biases consecutive, as upload_group stacks them; w holds the first part's). The first
-// kPrefetch pieces of each lane are read before the previous kernel has finished (gemv.cu).
-template <int kBits, int kTokens>
+// scales and biases consecutive, as upload_group stacks them; w holds the first part's). A warp
+// takes kRows rows; lane l reads words l, l + 32, ... of each, so that the warp's activations
+// for a word of every row are one contiguous read, made once for the kRows rows. The first
+// kPrefetch words of each row are read before the previous kernel has finished (gemv.cu).
+template <int kBits, int kRows, int kTokens>
 __global__ void __launch_bounds__(kWarps * 32)
-    qgemv_kernel(const float* __restrict__ x, int T, QuantizedMatrix w, StackedParts g, int64_t rows,
-                 int64_t K) {
-  constexpr int kPerPiece = 128 / kBits, kPrefetch = 4;
+    qgemv_kernel(const float* __restrict__ x, int T, QuantizedMatrix w, StackedParts g, int64_t rows, int64_t K) {
+  constexpr int kPerWord = 32 / kBits, kPrefetch = 4;
   const int lane = threadIdx.x % 32;
-  const int64_t n = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (n >= rows) return;
-  const PartRow part = part_row(g, n);
-  const int64_t pieces = K / kPerPiece, per_group = w.group_size / kPerPiece, groups = K / w.group_size;
-  const uint4* codes = reinterpret_cast<const uint4*>(w.codes) + n * pieces;
-  auto scale_at = [&](int64_t p) { return n * groups + p / per_group; };
-  uint4 pre[kPrefetch];
+  const int64_t n0 = (int64_t(blockIdx.x) * kWarps + threadIdx.x / 32) * kRows;
+  if (n0 >= rows) return;
+  const int64_t words = K / kPerWord, groups = K / w.group_size, per_group = w.group_size / kPerWord;
+  const uint32_t* codes[kRows];
+  int64_t group0[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t n = n0 + r < rows ? n0 + r : rows - 1;  // past the last row: a copy of it, not written
+    codes[r] = w.codes + n * words;
+    group0[r] = n * groups;
+  }
+  uint32_t pre[kPrefetch][kRows];
 #pragma unroll
   for (int i = 0; i < kPrefetch; ++i)
-    if (lane + 32 * i < pieces) pre[i] = __ldg(codes + lane + 32 * i);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      if (lane + 32 * i < words) pre[i][r] = __ldg(codes[r] + lane + 32 * i);
   wait_for_previous();
   allow_next();
-  float acc[kTokens];
+  float acc[kRows][kTokens];
 #pragma unroll
-  for (int t = 0; t < kTokens; ++t) acc[t] = 0.0f;
+  for (int r = 0; r < kRows; ++r)
 #pragma unroll
-  for (int i = 0; i < kPrefetch; ++i) {
-    const int64_t p = lane + 32 * i;
-    if (p < pieces) {
-      const int64_t gi = scale_at(p);
-      piece_dot<kBits, kTokens>(pre[i], load_as(w.scales, w.scale_dtype, gi),
-                                load_as(w.biases, w.scale_dtype, gi), x + p * kPerPiece, K, T, acc);
+    for (int t = 0; t < kTokens; ++t) acc[r][t] = 0.0f;
+  auto step = [&](const uint32_t (&q)[kRows], int64_t wi) {
+    float scale[kRows], bias[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t gi = group0[r] + wi / per_group;
+      scale[r] = load_as(w.scales, w.scale_dtype, gi), bias[r] = load_as(w.biases, w.scale_dtype, gi);
     }
-  }
+    word_dot<kBits, kRows, kTokens>(q, scale, bias, x + wi * kPerWord, K, T, acc);
+  };
+#pragma unroll
+  for (int i = 0; i < kPrefetch; ++i)
+    if (lane + 32 * i < words) step(pre[i], lane + 32 * i);
 #pragma unroll 2
-  for (int64_t p = lane + 32 * kPrefetch; p < pieces; p += 32) {
-    const uint4 q = __ldg(codes + p);
-    const int64_t gi = scale_at(p);
-    piece_dot<kBits, kTokens>(q, load_as(w.scales, w.scale_dtype, gi), load_as(w.biases, w.scale_dtype, gi),
-                              x + p * kPerPiece, K, T, acc);
+  for (int64_t wi = lane + 32 * kPrefetch; wi < words; wi += 32) {
+    uint32_t q[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) q[r] = __ldg(codes[r] + wi);
+    step(q, wi);
   }
 #pragma unroll
-  for (int t = 0; t < kTokens; ++t) acc[t] = warp_sum(acc[t]);
-  if (lane == 0) {
-    float* out = static_cast<float*>(part.out);
-    const int64_t N = part.width, row = n - part.first;
+  for (int r = 0; r < kRows; ++r)
 #pragma unroll
-    for (int t = 0; t < kTokens; ++t)
-      if (t < T) out[t * N + row] = acc[t];
-  }
+    for (int t = 0; t < kTokens; ++t) acc[r][t] = warp_sum(acc[r][t]);
+  if (lane == 0)
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (n0 + r >= rows) break;
+      const PartRow part = part_row(g, n0 + r);
+      float* out = static_cast<float*>(part.out);
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t)
+        if (t < T) out[t * part.width + n0 + r - part.first] = acc[r][t];
+    }
+}
+
+template <int kBits, int kRows, int kTokens>
+void launch_qgemv(const float* x, int T, const QuantizedMatrix& w, const StackedParts& g, int64_t K,
+                  cudaStream_t s) {
+  const int64_t rows = g.rows_end[g.count - 1], per_block = kWarps * kRows;
+  launch_dependent(qgemv_kernel<kBits, kRows, kTokens>, dim3(unsigned((rows + per_block - 1) / per_block)),
+                   dim3(kWarps * 32), 0, s, x, T, w, g, rows, K);
+}
+
+// Two rows a warp, or four where that still leaves every SM a few blocks (the MLP's gate/up, the
+// LM head): each word of activations serves more rows.
+template <int kBits, int kTokens>
+void launch_rows(const float* x, int T, const QuantizedMatrix& w, const StackedParts& g, int64_t K,
+                 cudaStream_t s) {
+  if (g.rows_end[g.count - 1] >= 12288) launch_qgemv<kBits, 4, kTokens>(x, T, w, g, K, s);
+  else launch_qgemv<kBits, 2, kTokens>(x, T, w, g, K, s);
+}
+
+template <int kBits>
+void dispatch_tokens(const float* x, int T, const QuantizedMatrix& w, const StackedParts& g, int64_t K,
+                     cudaStream_t s) {
+  static_assert(kQgemvMaxTokens == 8, "token buckets 1, 2, 4, 8");
+  if (T == 1) launch_rows<kBits, 1>(x, T, w, g, K, s);
+  else if (T == 2) launch_rows<kBits, 2>(x, T, w, g, K, s);
+  else if (T <= 4) launch_rows<kBits, 4>(x, T, w, g, K, s);
+  else launch_rows<kBits, 8>(x, T, w, g, K, s);
 }
 
 // The bf16 pair (lower element low) of the two 4-bit codes in byte `sel & 3` of w, times s plus b.
@@ -205,35 +241,42 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) row[mt][h] = row0 + mt * 16 + h * 8 + g, live[mt][h] = row[mt][h] < N;
-  auto load_chunk = [&](int64_t ch, uint4 (&q)[2][2][2]) {
+  // A chunk's codes, and the scales and biases of its two halves' groups (32, 64 or 128 wide), read
+  // a chunk ahead of their use: [tile][half (row g or g + 8)][chunk half].
+  struct Chunk {
+    uint4 q[2][2][2];
+    __nv_bfloat16 s[2][2][2], b[2][2][2];
+  };
+  auto load_chunk = [&](int64_t ch, Chunk& c) {
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const uint4* p = reinterpret_cast<const uint4*>(w.codes + row[mt][h] * words + ch * 8);
-        q[mt][h][0] = live[mt][h] ? __ldg(p) : make_uint4(0, 0, 0, 0);
-        q[mt][h][1] = live[mt][h] ? __ldg(p + 1) : make_uint4(0, 0, 0, 0);
+        c.q[mt][h][0] = live[mt][h] ? __ldg(p) : make_uint4(0, 0, 0, 0);
+        c.q[mt][h][1] = live[mt][h] ? __ldg(p + 1) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int k2 = 0; k2 < 2; ++k2) {
+          const int64_t gi = live[mt][h] ? row[mt][h] * groups + (ch * 64 + k2 * 32) / w.group_size : 0;
+          c.s[mt][h][k2] = scales[gi], c.b[mt][h][k2] = biases[gi];
+        }
       }
   };
-  uint4 cur[2][2][2], next[2][2][2];
+  Chunk cur, next;
   if (c0 < c1) load_chunk(c0, cur);
   wait_for_previous();
   allow_next();
   float acc[2][kNT][4] = {};
   for (int64_t ch = c0; ch < c1; ++ch) {
     if (ch + 1 < c1) load_chunk(ch + 1, next);
-    // The groups of the chunk's halves (groups are 32, 64 or 128 wide).
-    __nv_bfloat162 s2[2][2][2], b2[2][2][2];  // [tile][half][chunk half]
+    __nv_bfloat162 s2[2][2][2], b2[2][2][2];
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int k2 = 0; k2 < 2; ++k2) {
-          const int64_t gi = live[mt][h] ? row[mt][h] * groups + (ch * 64 + k2 * 32) / w.group_size : 0;
-          s2[mt][h][k2] = __bfloat162bfloat162(scales[gi]);
-          b2[mt][h][k2] = __bfloat162bfloat162(biases[gi]);
-        }
+        for (int k2 = 0; k2 < 2; ++k2)
+          s2[mt][h][k2] = __bfloat162bfloat162(cur.s[mt][h][k2]), b2[mt][h][k2] = __bfloat162bfloat162(cur.b[mt][h][k2]);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t k = ch * 64 + j * 16 + 2 * c;
@@ -247,18 +290,15 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
         const int k2 = j / 2;
-        const unsigned a[4] = {widen_pair(word_of(cur[mt][0], 2 * j), sel, s2[mt][0][k2], b2[mt][0][k2]),
-                               widen_pair(word_of(cur[mt][1], 2 * j), sel, s2[mt][1][k2], b2[mt][1][k2]),
-                               widen_pair(word_of(cur[mt][0], 2 * j + 1), sel, s2[mt][0][k2], b2[mt][0][k2]),
-                               widen_pair(word_of(cur[mt][1], 2 * j + 1), sel, s2[mt][1][k2], b2[mt][1][k2])};
+        const unsigned a[4] = {widen_pair(word_of(cur.q[mt][0], 2 * j), sel, s2[mt][0][k2], b2[mt][0][k2]),
+                               widen_pair(word_of(cur.q[mt][1], 2 * j), sel, s2[mt][1][k2], b2[mt][1][k2]),
+                               widen_pair(word_of(cur.q[mt][0], 2 * j + 1), sel, s2[mt][0][k2], b2[mt][0][k2]),
+                               widen_pair(word_of(cur.q[mt][1], 2 * j + 1), sel, s2[mt][1][k2], b2[mt][1][k2])};
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt) tc::mma(acc[mt][nt], a, b0[nt], b1[nt]);
       }
     }
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) cur[mt][h][0] = next[mt][h][0], cur[mt][h][1] = next[mt][h][1];
+    cur = next;
   }
   float* out = part + int64_t(blockIdx.y) * T * N;
 #pragma unroll
@@ -284,28 +324,6 @@ __global__ void qmma_sum_kernel(const float* __restrict__ part, int splits, int6
   static_cast<float*>(p.out)[t * p.width + n - p.first] = v;
 }
 
-template <int kBits, int kTokens>
-void launch_qgemv(const float* x, int T, const QuantizedMatrix& w, const StackedParts& g, int64_t K,
-                  cudaStream_t s) {
-  const int64_t rows = g.rows_end[g.count - 1];
-  launch_dependent(qgemv_kernel<kBits, kTokens>, dim3(unsigned((rows + kWarps - 1) / kWarps)),
-                   dim3(kWarps * 32), 0, s, x, T, w, g, rows, K);
-}
-
-template <int kBits>
-void dispatch_tokens(const float* x, int T, const QuantizedMatrix& w, const StackedParts& g, int64_t K,
-                     cudaStream_t s) {
-  static_assert(kQgemvMaxTokens == 8, "token buckets 1, 2, 4, 8");
-  if (T == 1)
-    launch_qgemv<kBits, 1>(x, T, w, g, K, s);
-  else if (T == 2)
-    launch_qgemv<kBits, 2>(x, T, w, g, K, s);
-  else if (T <= 4)
-    launch_qgemv<kBits, 4>(x, T, w, g, K, s);
-  else
-    launch_qgemv<kBits, 8>(x, T, w, g, K, s);
-}
-
 }  // namespace
 
 bool qgemv(const float* x, const QuantizedMatrix& w, const StackedParts& g, int64_t T, int64_t K,
@@ -313,9 +331,9 @@ bool qgemv(const float* x, const QuantizedMatrix& w, const StackedParts& g, int6
   if (T < 1 || T > kQgemvMaxTokens || (w.bits != 4 && w.bits != 8) || g.count < 1 ||
       g.count > StackedParts::kMaxParts)
     return false;
-  const int per_piece = 128 / w.bits;
-  if (K % per_piece != 0 || w.group_size % per_piece != 0 || K % w.group_size != 0 || !aligned16(x) ||
-      !aligned16(w.codes))
+  const int per_word = 32 / w.bits;
+  if (K % per_word != 0 || w.group_size % per_word != 0 || K % w.group_size != 0 ||
+      !aligned16(x) || reinterpret_cast<uintptr_t>(w.codes) % 4 != 0)
     return false;
   if (w.bits == 4)
     dispatch_tokens<4>(x, int(T), w, g, K, s);
