@@ -121,11 +121,12 @@ double nmse(const std::vector<float>& got, const std::vector<float>& want) {
   return err / sig;
 }
 
-// On a GPU, where there is one, the codes are kept there: prompts of 1 and 8 tokens run the
-// decode product on the codes (4- and 8-bit layers whose groups fit it; the others are widened
-// to bf16), 40 tokens widen every layer. Scored by NMSE against the f32 checkpoint, under
-// test_cuda_models' limit for bf16 models: a widened product rounds the weights and the
-// activations to bf16. A wrong code, scale or group gives NMSE of order 1.
+// On a GPU, where there is one: the codes kept there (prompts of 1 and 8 tokens run the decode
+// product on the codes of 4- and 8-bit layers whose groups fit it, 40 tokens the tensor-core
+// product on 4-bit codes with bf16 scales; the other layers are widened to bf16 as they run), and
+// the weights dequantized at load (the GPU's default). Scored by NMSE against the f32
+// checkpoint, under test_cuda_models' limit for bf16 models: a product through bf16 rounds the
+// weights and the activations to bf16. A wrong code, scale or group gives NMSE of order 1.
 void expect_same_on_gpu(const Pair& pair, TestModel& plain) {
   std::string why;
   std::unique_ptr<Backend> gpu = load_cuda_backend(0, &why);
@@ -133,17 +134,20 @@ void expect_same_on_gpu(const Pair& pair, TestModel& plain) {
     std::printf("quantized on the GPU: skipped (%s)\n", why.c_str());
     return;
   }
-  LoadedModel q = load_model(pair.quantized(), *gpu);
   std::vector<int32_t> longer;
   for (int i = 0; i < 40; ++i) longer.push_back(kTokens[size_t(i) % kTokens.size()] + i);
-  for (const std::vector<int32_t>& tokens : {std::vector<int32_t>{kTokens[0]}, kTokens, longer}) {
-    const std::vector<float> want = logits_all_rows(plain, tokens),
-                             got = logits_all_rows(*q.model, *gpu, tokens);
-    ASSERT_EQ(got.size(), want.size());
-    const double e = nmse(got, want);
-    std::printf("quantized on the GPU, %zu tokens: logits NMSE %.3g, largest difference %.3g\n",
-                tokens.size(), e, max_abs_diff(got, want));
-    EXPECT_LT(e, 1e-3) << tokens.size() << " tokens";
+  for (const bool keep : {true, false}) {
+    LoadedModel q = load_model(pair.quantized(), *gpu, keep);
+    EXPECT_EQ(q.weights->keeps_quantized(), keep);
+    for (const std::vector<int32_t>& tokens : {std::vector<int32_t>{kTokens[0]}, kTokens, longer}) {
+      const std::vector<float> want = logits_all_rows(plain, tokens),
+                               got = logits_all_rows(*q.model, *gpu, tokens);
+      ASSERT_EQ(got.size(), want.size());
+      const double e = nmse(got, want);
+      std::printf("quantized on the GPU (%s), %zu tokens: logits NMSE %.3g, largest difference %.3g\n",
+                  keep ? "codes" : "dequantized at load", tokens.size(), e, max_abs_diff(got, want));
+      EXPECT_LT(e, 1e-3) << tokens.size() << " tokens";
+    }
   }
 }
 
