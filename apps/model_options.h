@@ -20,6 +20,7 @@ struct ModelOptions {
   int max_model_len = 0;
   std::string kv_cache_dtype = "auto";  // auto, f32, bf16, f16
   bool enforce_eager = false;           // no CUDA graphs: every step's ops launched one by one
+  bool keep_quantized = false;          // a GPU keeps MLX codes instead of widening them at load
 
   // --model, or the bundled model's directory when it is not given.
   std::string dir() const;

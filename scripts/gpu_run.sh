@@ -12,7 +12,7 @@ set -uo pipefail
 repo=$(pwd)
 build_dir=${BUILD_DIR:-$repo/build-gpu}
 log_dir=${LOG_DIR:-$build_dir/gpu-logs}
-programs=(test_cuda_ops test_cuda_models bench_cuda bench_load bench_engine test_backend_ops tessera)
+programs=(test_cuda_ops test_cuda_models bench_cuda bench_load bench_engine test_backend_ops test_models tessera)
 
 build() {
   local dir=$1
@@ -36,6 +36,7 @@ bundle() {
   mkdir -p "$out"
   cp "$build_dir/libtessera_cuda.so" "$build_dir/tests/cuda/test_cuda_ops" "$build_dir/tests/cuda/test_cuda_models" \
      "$build_dir/bench/cuda/bench_cuda" "$build_dir/bench/cuda/bench_load" "$build_dir/bench/cuda/bench_engine" "$build_dir/tests/backend/test_backend_ops" \
+     "$build_dir/tests/models/test_models" \
      "$build_dir/tessera" \
      "$repo/scripts/gpu_run.sh" "$out/"
   # The C++ runtime and the Debian libraries the programs were built against; the C library and
@@ -65,6 +66,8 @@ run() {
   "$bin/test_cuda_models" 2>&1 | tee "$log_dir/test_cuda_models.log" || status=1
   # The shared op harness (every backend against the CPU reference), the CUDA line included.
   "$bin/test_backend_ops" 2>&1 | tee "$log_dir/test_backend_ops.log" || status=1
+  # MLX-quantized fixture checkpoints with their codes kept on the GPU, against their f32 values.
+  "$bin/test_models" --gtest_filter='MlxQuantized.*' 2>&1 | tee "$log_dir/test_models_quantized.log" || status=1
   # The whole binary on the GPU: the bundled f32 model's greedy text equals the CPU backend's.
   local gen=(generate -m "$repo/models/tessera-kjv" -p "Genesis 1:1 In the beginning" -n 48 --temperature 0)
   "$bin/tessera" "${gen[@]}" --device cuda >"$log_dir/generate_cuda.txt" 2>"$log_dir/generate_cuda.err" || status=1
@@ -115,6 +118,14 @@ run() {
   "$bin/bench_load" --shape qwen3-4b --write-only 2>&1 | tee "$log_dir/bench_load_qwen3.log" || status=1
   "$bin/bench_engine" --model "$(checkpoint_in "$log_dir/bench_load_qwen3.log" /tmp/tessera-bench-load-qwen3-4b)" \
     --batches 1,8,32 --gen 64 >"$log_dir/bench_engine_qwen3.log" 2>&1 || status=1
+  # MLX-quantized (4-bit, groups of 64) 8B shape, its codes kept on the GPU (4.5 GB written once);
+  # then with every product widened (TESSERA_CUDA_QGEMV=0), as the products past 8 tokens are.
+  local q4
+  "$bin/bench_load" --bits 4 --write-only 2>&1 | tee "$log_dir/bench_load_q4.log" || status=1
+  q4=$(checkpoint_in "$log_dir/bench_load_q4.log" /tmp/tessera-bench-load-8b-q4)
+  "$bin/bench_engine" --model "$q4" --batches 1,8,32 --gen 64 >"$log_dir/bench_engine_q4.log" 2>&1 || status=1
+  TESSERA_CUDA_QGEMV=0 "$bin/bench_engine" --model "$q4" --batches 1,8 --gen 32 \
+    >"$log_dir/bench_engine_q4_widened.log" 2>&1 || status=1
   # A mixture of experts (Qwen3-30B-A3B shape, 12 of its 48 layers, 16 GB written once): routing
   # and experts on the GPU, then for comparison the GEMV form alone (TESSERA_CUDA_MOE_TILES=0: no
   # tensor-core tiles, prompts past 512 tokens grouped on the host) and the host grouping for all
@@ -138,6 +149,9 @@ run() {
   sed -n '/^batch/,$p' "$log_dir/bench_engine.log"
   echo "Qwen3-4B shape (bench_engine --batches 1,8,32 --gen 64):"
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_qwen3.log"
+  echo "8B shape, 4-bit MLX codes (bench_engine --batches 1,8,32 --gen 64; then every product widened):"
+  awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q4.log" | head -n 5
+  awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q4_widened.log" | head -n 4
   echo "Qwen3-30B-A3B shape, 12 layers (bench_engine --batches 1,8,32,64,128 --gen 64; then the GEMV form alone; then grouped on the host):"
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_moe.log" | head -n 6
   grep -h '^scoring' "$log_dir/bench_engine_moe.log"

@@ -5,7 +5,9 @@
 // page cache, then times `tessera serve` from exec to GET /health answering 200, and reads the
 // server's log for the weights' upload rate and the KV capacity. A second start without
 // --kv-cache-memory shows the profiled default (--gpu-memory-utilization 0.9). With --shape
-// qwen3-4b (or qwen3-30b-a3b) --write-only it writes such a checkpoint for bench_engine and stops.
+// qwen3-4b (or qwen3-30b-a3b) --write-only it writes such a checkpoint for bench_engine and stops;
+// with --bits 4 or 8 every matrix is MLX-quantized (groups of 64, bf16 scales and biases), as
+// mlx-lm's convert writes it.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -39,8 +41,9 @@ struct TensorSpec {
   std::string name;
   std::vector<int64_t> shape;
   bool ones;  // norm weights: 1.0
+  std::string dtype = "BF16";  // or U32: a quantized matrix's codes (random bits)
   size_t bytes() const {
-    size_t n = 2;
+    size_t n = dtype == "U32" ? 4 : 2;
     for (int64_t d : shape) n *= size_t(d);
     return n;
   }
@@ -159,6 +162,26 @@ Checkpoint qwen3_30b_a3b(int layers) {
           "tessera-bench-load-qwen3-30b-a3b-" + std::to_string(layers) + "l"};
 }
 
+// The checkpoint with every matrix as `bits`-wide MLX codes in groups of 64: its weight becomes U32
+// codes, with bf16 scales and biases beside it, and config.json says so.
+void quantize(Checkpoint& c, int bits) {
+  std::vector<TensorSpec> out;
+  for (const TensorSpec& t : c.tensors) {
+    if (t.shape.size() != 2) {
+      out.push_back(t);
+      continue;
+    }
+    const int64_t rows = t.shape[0], in = t.shape[1];
+    const std::string base = t.name.substr(0, t.name.size() - std::string(".weight").size());
+    out.push_back({t.name, {rows, in * bits / 32}, false, "U32"});
+    out.push_back({base + ".scales", {rows, in / 64}, false});
+    out.push_back({base + ".biases", {rows, in / 64}, false});
+  }
+  c.tensors = std::move(out);
+  c.config["quantization"] = {{"group_size", 64}, {"bits", bits}};
+  c.dir_name += "-q" + std::to_string(bits);
+}
+
 struct Shard {
   std::string file;
   std::vector<const TensorSpec*> tensors;
@@ -186,7 +209,7 @@ std::vector<Shard> plan_shards(const std::vector<TensorSpec>& all) {
     json h = {{"__metadata__", {{"format", "pt"}}}};
     size_t off = 0;
     for (auto* t : shards[i].tensors) {
-      h[t->name] = {{"dtype", "BF16"}, {"shape", t->shape}, {"data_offsets", {off, off + t->bytes()}}};
+      h[t->name] = {{"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {off, off + t->bytes()}}};
       off += t->bytes();
     }
     shards[i].header = h.dump();
@@ -394,11 +417,16 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "Device for serve")->capture_default_str();
   app.add_option("--timeout", timeout_s, "Seconds to wait for /health")->capture_default_str();
   app.add_flag("!--no-profiled", profiled, "Skip the second start (KV cache sized by --gpu-memory-utilization)");
+  int bits = 0;
+  app.add_option("--bits", bits, "0: bf16 matrices; 4 or 8: MLX-quantized, groups of 64")
+      ->check(CLI::IsMember({0, 4, 8}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  const Checkpoint ckpt = shape == "qwen3-4b"        ? qwen3_4b()
-                          : shape == "qwen3-30b-a3b" ? qwen3_30b_a3b(moe_layers)
-                                                     : llama_8b();
+  Checkpoint ckpt = shape == "qwen3-4b"        ? qwen3_4b()
+                    : shape == "qwen3-30b-a3b" ? qwen3_30b_a3b(moe_layers)
+                                               : llama_8b();
+  if (bits) quantize(ckpt, bits);
   if (dir.empty()) dir = (fs::temp_directory_path() / ckpt.dir_name).string();
   const std::vector<TensorSpec>& tensors = ckpt.tensors;
   auto shards = plan_shards(tensors);

@@ -52,6 +52,8 @@ class WeightStore {
   // keep: the backend computes with quantized weights (Backend::holds_quantized).
   void set_quantization(MlxQuantization q, bool keep) { quant_ = std::move(q), keep_quantized_ = keep; }
   bool quantized() const { return quant_.has_value(); }
+  // Whether get() returns quantized layers as codes (set_quantization's keep).
+  bool keeps_quantized() const { return quant_.has_value() && keep_quantized_; }
   // As get(), and checks the shape; the error names the tensor and both shapes.
   Tensor get(const std::string& name, const Shape& expected) const;
   std::vector<std::string> names() const;

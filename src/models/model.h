@@ -37,7 +37,9 @@ struct LoadedModel {
 };
 
 // Loads a Hugging Face model directory: config.json's model_type picks the architecture.
-LoadedModel load_model(const std::filesystem::path& dir, Backend& be);
+// keep_quantized: an MLX-quantized checkpoint's layers stay codes where the backend computes with
+// them (Backend::holds_quantized); false dequantizes them to their scales' dtype as they load.
+LoadedModel load_model(const std::filesystem::path& dir, Backend& be, bool keep_quantized = true);
 // Registry of architectures (models/registry.cpp); aliases map e.g. mistral -> llama.
 const ModelFactory* find_architecture(const std::string& model_type, std::string* resolved = nullptr);
 std::vector<std::string> supported_architectures();

@@ -54,7 +54,7 @@ std::vector<std::string> supported_architectures() {
   return out;
 }
 
-LoadedModel load_model(const std::filesystem::path& dir, Backend& be) {
+LoadedModel load_model(const std::filesystem::path& dir, Backend& be, bool keep_quantized) {
   LoadedModel m{HfConfig::load(dir), nullptr, nullptr, ""};
   std::string type = m.config.model_type();
   const ModelFactory* factory = find_architecture(type, &m.architecture);
@@ -65,7 +65,7 @@ LoadedModel load_model(const std::filesystem::path& dir, Backend& be) {
   }
   m.weights = std::make_unique<WeightStore>(dir);
   if (auto q = MlxQuantization::from_config(m.config.raw()))
-    m.weights->set_quantization(std::move(*q), be.holds_quantized());
+    m.weights->set_quantization(std::move(*q), keep_quantized && be.holds_quantized());
   m.model = (*factory)(m.config, *m.weights, be);
   return m;
 }

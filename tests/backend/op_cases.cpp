@@ -161,12 +161,17 @@ OpCase quantized_linear_case(int bits, int group_size, DType scale_dt, int T, in
   Tensor b = bias ? random_tensor(scale_dt, {N}, rng) : Tensor();
   std::string name = "linear " + quantized_name(w) + " T=" + std::to_string(T) + " K=" + std::to_string(K) +
                      " N=" + std::to_string(N) + (bias ? " bias" : "");
-  return {name, "linear", DType::U32, kReduction, [=](Backend& be) {
+  return {name,
+          "linear",
+          DType::U32,
+          kReduction,
+          [=](Backend& be) {
             Tensor xd = upload(be, x), wd = upload(be, w), bd = bias ? upload(be, b) : Tensor();
             Tensor out = poisoned(be, {T, N});
             be.linear(xd, wd, bd, out);
             return Outputs{download(be, out)};
-          }};
+          },
+          scale_dt};
 }
 
 struct AttnShape {
@@ -462,11 +467,16 @@ OpCase quantized_embedding_case(int bits, int group_size, DType scale_dt, int V,
   Tensor t_ids = i32_tensor(ids);
   std::string name = "embedding " + quantized_name(table) + " V=" + std::to_string(V) +
                      " D=" + std::to_string(D) + " T=" + std::to_string(T);
-  return {name, "embedding", DType::U32, kExact, [=](Backend& be) {
+  return {name,
+          "embedding",
+          DType::U32,
+          kExact,
+          [=](Backend& be) {
             Tensor out = poisoned(be, {T, D});
             be.embedding(upload(be, table), upload(be, t_ids), 1.0f, out);
             return Outputs{download(be, out)};
-          }};
+          },
+          scale_dt};
 }
 
 const char* glu_name(Glu act) { return act == Glu::SwiGLU ? "swiglu" : "geglu"; }

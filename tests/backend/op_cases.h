@@ -18,6 +18,7 @@ struct OpCase {
   double max_nmse;   // per-op limit for a backend that accumulates in f32 (see op_cases.cpp)
   // Runs the op on `be`; returns every output tensor flattened to f32 on the host.
   std::function<std::vector<std::vector<float>>(Backend& be)> run;
+  DType values = DType::F32;  // a quantized weight's (U32) values: its scales' dtype
 };
 
 // The cases of one op of backend.h, by the op's name ("linear", "attention", ...).

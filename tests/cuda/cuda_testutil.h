@@ -1,10 +1,7 @@
-// Shared by the CUDA tests: the backend loaded once per process (or the reason it is absent),
-// and where the fixture models are (TESSERA_FIXTURES_DIR overrides the build-time path, for
-// runs from a copied build on a GPU machine).
+// Shared by the CUDA tests: the backend loaded once per process (or the reason it is absent).
 #pragma once
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <string>
 
 #include "backend/backend.h"
@@ -13,7 +10,6 @@ namespace tessera::test {
 
 // Null when the plugin or a GPU is missing; *why then says what.
 Backend* cuda_backend(std::string* why);
-std::filesystem::path cuda_fixtures_dir();
 
 }  // namespace tessera::test
 

@@ -10,9 +10,10 @@
 #include <cstdio>
 
 #include "cuda_testutil.h"
-#include "model_testutil.h"
 #include "engine/engine.h"
+#include "model_testutil.h"
 #include "models/model.h"
+#include "testutil.h"
 
 namespace tessera {
 namespace {
@@ -99,7 +100,7 @@ class CudaModels : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaModels, MatchCpuBackend) {
   TESSERA_REQUIRE_CUDA(gpu);
-  auto dir = test::cuda_fixtures_dir() / "models" / GetParam();
+  auto dir = test::fixtures_dir() / "models" / GetParam();
   ASSERT_TRUE(std::filesystem::exists(dir)) << dir;
   auto cpu = make_cpu_backend({.threads = 2});
   LoadedModel on_cpu = load_model(dir, *cpu), on_gpu = load_model(dir, *gpu);

@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 
+#include "backend/cuda_loader.h"
 #include "io/safetensors.h"
 #include "model_testutil.h"
 #include "testutil.h"
@@ -111,6 +112,45 @@ const std::vector<int32_t> kTokens = {1, 17, 200, 5, 99, 310, 42, 7};
 // far more (the fixtures' logits are of order 1-10). Measured: 1e-6 to 3e-6.
 constexpr double kSumOrder = 2e-5;
 
+double nmse(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, sig = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = double(got[i]) - want[i];
+    err += d * d, sig += double(want[i]) * want[i];
+  }
+  return err / sig;
+}
+
+// On a GPU, where there is one: the codes kept there (prompts of 1 and 8 tokens run the decode
+// product on the codes of 4- and 8-bit layers whose groups fit it, 40 tokens the tensor-core
+// product on 4-bit codes with bf16 scales; the other layers are widened to bf16 as they run), and
+// the weights dequantized at load (the GPU's default). Scored by NMSE against the f32
+// checkpoint, under test_cuda_models' limit for bf16 models: a product through bf16 rounds the
+// weights and the activations to bf16. A wrong code, scale or group gives NMSE of order 1.
+void expect_same_on_gpu(const Pair& pair, TestModel& plain) {
+  std::string why;
+  std::unique_ptr<Backend> gpu = load_cuda_backend(0, &why);
+  if (!gpu) {
+    std::printf("quantized on the GPU: skipped (%s)\n", why.c_str());
+    return;
+  }
+  std::vector<int32_t> longer;
+  for (int i = 0; i < 40; ++i) longer.push_back(kTokens[size_t(i) % kTokens.size()] + i);
+  for (const bool keep : {true, false}) {
+    LoadedModel q = load_model(pair.quantized(), *gpu, keep);
+    EXPECT_EQ(q.weights->keeps_quantized(), keep);
+    for (const std::vector<int32_t>& tokens : {std::vector<int32_t>{kTokens[0]}, kTokens, longer}) {
+      const std::vector<float> want = logits_all_rows(plain, tokens),
+                               got = logits_all_rows(*q.model, *gpu, tokens);
+      ASSERT_EQ(got.size(), want.size());
+      const double e = nmse(got, want);
+      std::printf("quantized on the GPU (%s), %zu tokens: logits NMSE %.3g, largest difference %.3g\n",
+                  keep ? "codes" : "dequantized at load", tokens.size(), e, max_abs_diff(got, want));
+      EXPECT_LT(e, 1e-3) << tokens.size() << " tokens";
+    }
+  }
+}
+
 // The quantized checkpoint's logits on the CPU (fast paths and reference) against the f32 one's;
 // and where the weights are dequantized at load, each is its bf16 values exactly.
 void expect_same_model(Pair& pair) {
@@ -120,6 +160,7 @@ void expect_same_model(Pair& pair) {
   const std::vector<float> want = logits_all_rows(p, kTokens);
   EXPECT_LT(max_abs_diff(logits_all_rows(q, kTokens), want), kSumOrder);
   EXPECT_LT(max_abs_diff(logits_all_rows(ref, kTokens), want), kSumOrder);
+  expect_same_on_gpu(pair, p);
 
   WeightStore kept(pair.quantized()), dequantized(pair.quantized());
   const auto quantization = MlxQuantization::from_config(pair.config());

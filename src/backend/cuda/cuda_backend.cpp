@@ -6,12 +6,14 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <thread>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
+#include "core/quantization.h"
 #include "core/threadpool.h"
 
 namespace tessera {
@@ -39,6 +41,38 @@ void require_i32(const Tensor& t, const char* op, const char* what) {
 }
 template <class T = float>
 T* ptr(const Tensor& t) { return static_cast<T*>(t.raw()); }
+
+// A quantized weight (core/quantization.h) in CUDA memory, as the kernels take it.
+cuda::QuantizedMatrix quantized_matrix(const Tensor& w) {
+  const Quantization& q = *w.quantization();
+  require_device(w, "quantized weight", "codes");
+  require_device(q.scales, "quantized weight", "scales");
+  require_device(q.biases, "quantized weight", "biases");
+  TESSERA_CHECK(q.biases.dtype() == q.scales.dtype(), "quantized weight: scales and biases differ in dtype");
+  return {static_cast<const uint32_t*>(w.raw()),
+          q.scales.raw(),
+          q.biases.raw(),
+          q.scales.dtype(),
+          q.bits,
+          q.group_size};
+}
+// Whether quantized weights a and b have the same width, bits, group size and scale dtype.
+bool same_quantization(const Tensor& a, const Tensor& b) {
+  const Quantization *qa = a.quantization(), *qb = b.quantization();
+  return qa && qb && a.ndim() == 2 && b.ndim() == 2 && a.dim(1) == b.dim(1) && qa->bits == qb->bits &&
+         qa->group_size == qb->group_size && qa->scales.dtype() == qb->scales.dtype() &&
+         qa->biases.dtype() == qb->biases.dtype();
+}
+// Whether quantized weight w lies right after prev: its codes, scales and biases each right after
+// prev's (upload_group's stacking).
+bool follows_quantized(const Tensor& w, const Tensor& prev) {
+  auto after = [](const Tensor& t, const Tensor& p) {
+    return t.raw() == static_cast<const char*>(p.raw()) + p.nbytes();
+  };
+  const Quantization *q = w.quantization(), *qp = prev.quantization();
+  return same_quantization(w, prev) && after(w, prev) && after(q->scales, qp->scales) &&
+         after(q->biases, qp->biases);
+}
 
 // Host-to-device copies of large pageable sources (the mmapped checkpoint) through two pinned
 // buffers: while the GPU copies one buffer, host threads fill the other from the source (several
@@ -144,6 +178,12 @@ class CudaBackend final : public Backend {
   // completes in stream order.
   Tensor upload(const Tensor& host) override {
     if (host.device() == Device::CUDA) return host;
+    if (const Quantization* q = host.quantization()) {
+      Tensor codes = empty(DType::U32, {int64_t(host.nbytes() / 4)});
+      copy_from_host(codes.raw(), host);
+      return Tensor::quantized(codes, host.shape(),
+                               {q->bits, q->group_size, upload(q->scales), upload(q->biases)});
+    }
     Tensor t = empty(host.dtype(), host.shape());
     copy_from_host(t.raw(), host);
     return t;
@@ -152,6 +192,7 @@ class CudaBackend final : public Backend {
   std::vector<Tensor> upload_group(const std::vector<Tensor>& hosts) override {
     if (hosts.empty()) return {};
     const Tensor& first = hosts.front();
+    if (first.quantization()) return upload_quantized_group(hosts);
     int64_t rows = 0;
     bool stackable = true;
     for (const Tensor& h : hosts) {
@@ -180,6 +221,10 @@ class CudaBackend final : public Backend {
     const bool half = weight_dtype == DType::BF16 || weight_dtype == DType::F16;
     return half && tokens > cuda::kGemvMaxTokens ? weight_dtype : DType::F32;
   }
+
+  // Quantized weights stay codes: the decode products read them once (qgemv), the products of
+  // more tokens widen them to their scales' dtype first (quantized_linear_group).
+  bool holds_quantized() const override { return true; }
 
   MemoryInfo memory_info() override {
     size_t free = 0, total = 0;
@@ -257,6 +302,14 @@ class CudaBackend final : public Backend {
     require_device(table, "embedding", "table");
     require_i32(ids, "embedding", "ids");
     require_f32(out, "embedding", "out");
+    if (table.quantization()) {
+      TESSERA_CHECK(table.ndim() == 2 && out.numel() == ids.numel() * table.dim(1),
+                    "embedding: table " + shape_str(table.shape()) + ", " + std::to_string(ids.numel()) +
+                        " ids, out " + shape_str(out.shape()));
+      cuda::widen(quantized_matrix(table), ptr<int32_t>(ids), 0, ids.numel(), table.dim(1), scale, out.raw(),
+                  DType::F32, stream_);
+      return;
+    }
     cuda::embedding(table.raw(), table.dtype(), ptr<int32_t>(ids), ids.numel(), table.dim(1), table.dim(0), scale,
                     ptr(out), stream_);
   }
@@ -277,7 +330,11 @@ class CudaBackend final : public Backend {
 
   // x and the outputs are f32 or the weights' dtype (one dtype for all outputs of a group).
   void linear_group(const Tensor& x, std::initializer_list<LinearPart> parts) override {
+    linear_parts(x, {parts.begin(), parts.size()});
+  }
+  void linear_parts(const Tensor& x, std::span<const LinearPart> parts) {
     TESSERA_CHECK(parts.size() > 0, "linear: an empty group");
+    if (parts.front().weight.quantization()) return quantized_linear_group(x, parts);
     const int64_t K = x.dim(-1), T = x.numel() / K;
     const DType dt = parts.begin()->weight.dtype(), out_dt = parts.begin()->out.dtype();
     require_device(x, "linear", "input");
@@ -736,6 +793,127 @@ class CudaBackend final : public Backend {
       staging_.copy(dst, host.raw(), host.nbytes(), stream_);
   }
 
+  // Quantized weights of one width, bits, group size and scale dtype as one weight: the codes,
+  // the scales and the biases each stacked (part after part), so the group runs as one product.
+  std::vector<Tensor> upload_quantized_group(const std::vector<Tensor>& hosts) {
+    const Tensor& first = hosts.front();
+    bool stackable = true;
+    int64_t rows = 0;
+    for (const Tensor& h : hosts) {
+      stackable = stackable && h.device() == Device::CPU && same_quantization(h, first);
+      rows += stackable ? h.dim(0) : 0;
+    }
+    std::vector<Tensor> out;
+    if (!stackable) {
+      for (const Tensor& h : hosts) out.push_back(upload(h));
+      return out;
+    }
+    const Quantization& q = *first.quantization();
+    const int64_t K = first.dim(1), groups = K / q.group_size;
+    Tensor codes = empty(DType::U32, {rows * K * q.bits / 32});
+    Tensor all = Tensor::quantized(codes, {rows, K},
+                                   {q.bits, q.group_size, empty(q.scales.dtype(), {rows, groups}),
+                                    empty(q.biases.dtype(), {rows, groups})});
+    int64_t row = 0;
+    for (const Tensor& h : hosts) {
+      out.push_back(all.slice_rows(row, row + h.dim(0)));
+      row += h.dim(0);
+      const Tensor& dev = out.back();
+      TESSERA_CHECK(dev.nbytes() == h.nbytes() && h.quantization()->scales.numel() == h.dim(0) * groups &&
+                        h.quantization()->biases.numel() == h.dim(0) * groups,
+                    "upload_group: quantized weight " + shape_str(h.shape()) + " with " +
+                        std::to_string(h.quantization()->scales.numel()) + " scales");
+      copy_from_host(dev.raw(), h);
+      copy_from_host(dev.quantization()->scales.raw(), h.quantization()->scales);
+      copy_from_host(dev.quantization()->biases.raw(), h.quantization()->biases);
+    }
+    return out;
+  }
+
+  // Products with quantized weights, f32 x and out, the whole group in one launch where it is
+  // stacked: up to kQgemvMaxTokens tokens (4 or 8 bits) qgemv reads the codes once; up to
+  // kQmmaMaxTokens (4 bits, bf16 scales) qmma reads them once for the tensor cores. Else each
+  // stacked group (or weight) is widened to its scales' dtype into scratch and multiplied as a
+  // 16-bit (or f32) weight, through the paths above. TESSERA_CUDA_QGEMV=0 widens for every product.
+  void quantized_linear_group(const Tensor& x, std::span<const LinearPart> parts) {
+    const LinearPart& first = parts.front();
+    const int64_t K = x.dim(-1), T = K ? x.numel() / K : 0;
+    require_float(x, "linear", "input");
+    // Parts of other widths or groups (mlx-lm's mixed quantization): each on its own.
+    if (!std::all_of(parts.begin(), parts.end(),
+                     [&](const LinearPart& p) { return same_quantization(p.weight, first.weight); })) {
+      for (const LinearPart& p : parts) linear_parts(x, {&p, 1});
+      return;
+    }
+    bool stacked = true;
+    const Tensor* prev = nullptr;
+    for (const LinearPart& p : parts) {
+      TESSERA_CHECK(p.weight.dim(1) == K, "linear: quantized weight " + shape_str(p.weight.shape()) +
+                                              " for input " + shape_str(x.shape()));
+      require_device(p.out, "linear", "out");
+      TESSERA_CHECK(p.out.numel() == T * p.weight.dim(0), "linear: output " + shape_str(p.out.shape()) +
+                                                              " for weight " + shape_str(p.weight.shape()));
+      if (prev) stacked = stacked && follows_quantized(p.weight, *prev);
+      prev = &p.weight;
+    }
+    if (T == 0) return;
+    const cuda::QuantizedMatrix w0 = quantized_matrix(first.weight);
+    const bool f32_io = x.dtype() == DType::F32 &&
+                        std::all_of(parts.begin(), parts.end(),
+                                    [](const LinearPart& p) { return p.out.dtype() == DType::F32; });
+    if (f32_io && stacked && int64_t(parts.size()) <= cuda::StackedParts::kMaxParts) {
+      cuda::StackedParts g;
+      for (const LinearPart& p : parts) {
+        g.w[g.count] = p.weight.raw(), g.out[g.count] = p.out.raw();
+        g.rows_end[g.count] = (g.count ? g.rows_end[g.count - 1] : 0) + p.weight.dim(0);
+        ++g.count;
+      }
+      bool done = qgemv_on_ && cuda::qgemv(ptr(x), w0, g, T, K, stream_);
+      if (!done && qgemv_on_ && cuda::qmma_applies(w0, T, K)) {
+        Tensor x16 = empty(DType::BF16, {T, K});
+        cuda::convert_f32(ptr(x), T * K, x16.raw(), DType::BF16, stream_);
+        const int64_t N = g.rows_end[g.count - 1];
+        const int splits = cuda::qmma_splits(w0, N, K, sm_count_);
+        Tensor part = empty(DType::F32, {splits, T, N});
+        cuda::qmma(x16.raw(), w0, g, T, K, ptr(part), splits, stream_);
+        done = true;
+      }
+      if (done) {
+        for (const LinearPart& p : parts)
+          if (p.bias.defined()) {
+            require_device(p.bias, "linear", "bias");
+            cuda::add_bias(p.out.raw(), DType::F32, p.bias.raw(), p.bias.dtype(), T, p.weight.dim(0),
+                           stream_);
+          }
+        return;
+      }
+    }
+    // Widened: a stacked group as one matrix (whose parts the 16-bit paths may run as one
+    // product), else each weight on its own.
+    auto widened = [&](const Tensor& w, int64_t rows) {
+      const DType dt = w.quantization()->scales.dtype();
+      Tensor dense = empty(dt, {rows, K});
+      cuda::widen(quantized_matrix(w), nullptr, 0, rows, K, 1.0f, dense.raw(), dt, stream_);
+      return dense;
+    };
+    if (stacked) {
+      int64_t rows = 0;
+      for (const LinearPart& p : parts) rows += p.weight.dim(0);
+      const Tensor dense = widened(first.weight, rows);
+      std::vector<Tensor> views;
+      std::vector<LinearPart> dense_parts;
+      views.reserve(parts.size());  // dense_parts refer to them
+      int64_t row = 0;
+      for (const LinearPart& p : parts) {
+        views.push_back(dense.slice_rows(row, row + p.weight.dim(0)));
+        row += p.weight.dim(0);
+        dense_parts.push_back({views.back(), p.bias, p.out});
+      }
+      return linear_parts(x, dense_parts);
+    }
+    for (const LinearPart& p : parts) linear(x, widened(p.weight, p.weight.dim(0)), p.bias, p.out);
+  }
+
   // Whether matrix w lies right after prev (upload_group's stacking), of its dtype and width.
   static bool follows(const Tensor& w, const Tensor& prev) {
     return w.raw() == static_cast<const char*>(prev.raw()) + prev.nbytes() && w.dtype() == prev.dtype() &&
@@ -804,6 +982,9 @@ class CudaBackend final : public Backend {
   // TESSERA_CUDA_MOE=0 groups every step's tokens by expert on the host, for side-by-side
   // measurements.
   const bool moe_on_device_ = !cuda::switched_off("TESSERA_CUDA_MOE");
+  // TESSERA_CUDA_QGEMV=0 widens quantized weights for every product (no qgemv, no qmma), for
+  // side-by-side measurements.
+  const bool qgemv_on_ = !cuda::switched_off("TESSERA_CUDA_QGEMV");
   std::unique_ptr<cuda::Gemm> gemm_;
   StagedCopier staging_;
 };

@@ -189,6 +189,37 @@ bool gemv_glu(Glu act, const float* x, const GatedPair& g, DType dtype, int64_t 
 // Scatters the columns of x [T, rows_end[count - 1]] (one product of the stacked matrices; f32,
 // bf16 or f16) to each part's out, of the same dtype.
 void split_columns(const void* x, DType dtype, int64_t T, const StackedParts& parts, cudaStream_t s);
+// A quantized weight on the GPU (core/quantization.h): codes, and a scale and a bias of
+// scale_dtype (f32, bf16 or f16) for each group of group_size elements of the flattened weight.
+struct QuantizedMatrix {
+  const uint32_t* codes = nullptr;
+  const void* scales = nullptr;
+  const void* biases = nullptr;
+  DType scale_dtype = DType::F32;
+  int bits = 0, group_size = 0;
+};
+// out[T, N] = x[T, K] · w[N, K]ᵀ per part of g for a quantized w (quantized.cu) of 4 or 8 bits,
+// groups a multiple of 32 (4-bit) or 16 (8-bit) wide, and at most kQgemvMaxTokens tokens, reading
+// the codes once. g's parts are rows of one stacked weight (codes, scales and biases of each
+// part right after the previous part's), w its first part; g.w is unused. Returns false
+// (nothing launched) where it does not apply.
+constexpr int kQgemvMaxTokens = 8;
+bool qgemv(const float* x, const QuantizedMatrix& w, const StackedParts& g, int64_t T, int64_t K,
+           cudaStream_t s);
+// The products of kQgemvMaxTokens + 1 .. kQmmaMaxTokens tokens for 4-bit codes with bf16 scales,
+// groups of 32, 64 or 128, K a multiple of 64 (qmma_applies), on the tensor cores: x [T, K] bf16,
+// k split into `splits` ranges (qmma_splits: enough blocks for the GPU) whose sums go to part
+// [splits, T, N] (scratch), then are added in order into each part of g (f32 outputs; g.w
+// unused). w is the first part's, the parts stacked as for qgemv.
+constexpr int kQmmaMaxTokens = 64;
+bool qmma_applies(const QuantizedMatrix& w, int64_t T, int64_t K);
+int qmma_splits(const QuantizedMatrix& w, int64_t N, int64_t K, int sms);
+void qmma(const void* x, const QuantizedMatrix& w, const StackedParts& g, int64_t T, int64_t K, float* part,
+          int splits, cudaStream_t s);
+// out[r, :] = w's row (ids ? ids[r] : r0 + r) widened, times mul, for r < R, rows L wide; out [R, L]
+// f32, bf16 or f16. Any width and group size: the products of more tokens, and embeddings.
+void widen(const QuantizedMatrix& w, const int32_t* ids, int64_t r0, int64_t R, int64_t L, float mul,
+           void* out, DType out_dtype, cudaStream_t s);
 // f32 → bf16 / f16 (round to nearest even), for the activation side of 16-bit matrix products.
 void convert_f32(const float* x, int64_t n, void* out, DType dtype, cudaStream_t s);
 // out[T, N] += bias[N] (out f32, bf16 or f16)
