@@ -95,6 +95,15 @@ Decoder::Decoder(const HfConfig& cfg, const DecoderOptions& opts, const WeightSt
     }
     layers_.push_back(std::move(L));
   }
+  // The dtype of the layers' products, which their inputs may take (linear_input_dtype): the
+  // first layer's MLP's (f32 where it has experts, whose input is f32), or f32 where some product
+  // differs (mlx-lm's mixed quantization may leave an f32 layer among bf16 ones).
+  if (!layers_.empty() && layers_[0].down_proj.weight.defined())
+    products_dtype_ = layers_[0].down_proj.weight.dtype();
+  for (const Layer& L : layers_)
+    for (const Linear* l :
+         {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj})
+      if (l->weight.defined() && l->weight.dtype() != products_dtype_) products_dtype_ = DType::F32;
 }
 
 Tensor Decoder::load(const WeightStore& w, const std::string& name, const Shape& shape) {
@@ -139,7 +148,7 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
   const RopeParams& sliding_rope = sliding_rope_ ? sliding_rope_->params(fb.max_position) : full_rope;
 
   // Tensors that only feed products (h, attn, gate, up) in the backend's preferred input dtype.
-  const DType act = layers_.empty() ? DType::F32 : be_.linear_input_dtype(layers_[0].down_proj.weight.dtype(), T);
+  const DType act = be_.linear_input_dtype(products_dtype_, T);
   // x: [T, H] residual stream (f32); h: normed input of a sublayer; d: a sublayer's output
   Tensor x = be_.empty(DType::F32, {T, H}), h = be_.empty(act, {T, H});
   Tensor d = act == DType::F32 ? h : be_.empty(DType::F32, {T, H});

@@ -98,6 +98,7 @@ class Decoder {
   Tensor embed_tokens, norm, lm_head;
   float embed_scale_ = 1.0f;
   std::vector<Layer> layers_;
+  DType products_dtype_ = DType::F32;  // the layers' projections' dtype where they share one
 };
 
 }  // namespace tessera::nn

@@ -796,8 +796,9 @@ std::vector<OpCase> op_cases(const std::string& op) {
         cases.push_back(linear_case(dt, s.T, s.K, s.N, true, seed++, DType::F32, dt));
       }
     // Quantized weights: every width MLX writes, its group sizes and scale dtypes; token counts on
-    // both sides of the decode kernel's (1, 2-8 in groups of up to 4) and the GEMM's; rows past a
-    // multiple of 4 and of the threads' grain; a group of 12 (not whole octets) takes the
+    // both sides of the CPU's decode kernel's (1, 2-8 in groups of up to 4) and the GEMM's, and of
+    // the GPU's products on the codes (1-2; 3-64 for 4 bits with bf16 scales; then widened); rows
+    // past a multiple of 4 and of the threads' grain; a group of 12 (not whole octets) takes the
     // dequantizing path at every T.
     struct Q {
       int bits, group;

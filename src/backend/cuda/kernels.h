@@ -199,11 +199,13 @@ struct QuantizedMatrix {
   int bits = 0, group_size = 0;
 };
 // out[T, N] = x[T, K] · w[N, K]ᵀ per part of g for a quantized w (quantized.cu) of 4 or 8 bits,
-// groups a multiple of 32 (4-bit) or 16 (8-bit) wide, and at most kQgemvMaxTokens tokens, reading
+// groups a multiple of a word's codes (8 or 4) wide, and at most kQgemvMaxTokens tokens, reading
 // the codes once. g's parts are rows of one stacked weight (codes, scales and biases of each
 // part right after the previous part's), w its first part; g.w is unused. Returns false
-// (nothing launched) where it does not apply.
-constexpr int kQgemvMaxTokens = 8;
+// (nothing launched) where it does not apply. Past 2 tokens qmma is faster: measured on an H100
+// (4-bit 8B shape, bench_engine decode tok/s, this product / qmma): batch 1 198.4 / 136.9, 2
+// 319.0 / 267.2, 4 466.7 / 504.6, 8 602.9 / 977.4.
+constexpr int kQgemvMaxTokens = 2;
 bool qgemv(const float* x, const QuantizedMatrix& w, const StackedParts& g, int64_t T, int64_t K,
            cudaStream_t s);
 // The products of kQgemvMaxTokens + 1 .. kQmmaMaxTokens tokens for 4-bit codes with bf16 scales,

@@ -1,11 +1,11 @@
 // MLX-quantized weights kept as codes on the GPU (core/quantization.h's layout).
-//  - qgemv: the decode products of 1-8 tokens read the codes once. A warp takes 2 or 4 rows; lane
+//  - qgemv: the decode products of 1-2 tokens read the codes once. A warp takes 2 or 4 rows; lane
 //    l reads words l, l + 32, ... of each (8 4-bit or 4 8-bit codes), so that the activations
 //    of a word are read once for the warp's rows and its 32 lanes read them contiguously. A code
 //    becomes a float without a conversion instruction: masked in place and set into the
 //    mantissa of 2^23 it reads 2^23 + q * 2^(bits j), so one subtraction leaves q scaled by a
 //    power of two, which the group's scale (divided by the same power) undoes.
-//  - qmma: 9-64 tokens of 4-bit codes with bf16 scales on the tensor cores (mma.sync, sm_80+).
+//  - qmma: 3-64 tokens of 4-bit codes with bf16 scales on the tensor cores (mma.sync, sm_80+).
 //    A warp takes 32 rows (two m16 tiles) over a k range: each lane reads the 32 code bytes of
 //    a row's 64-wide chunk (the four lanes of a row read the same bytes), keeps the byte that
 //    holds its fragment's two codes, and widens them to bf16 pairs (set into the mantissa of 128,
@@ -198,11 +198,9 @@ void launch_rows(const float* x, int T, const QuantizedMatrix& w, const StackedP
 template <int kBits>
 void dispatch_tokens(const float* x, int T, const QuantizedMatrix& w, const StackedParts& g, int64_t K,
                      cudaStream_t s) {
-  static_assert(kQgemvMaxTokens == 8, "token buckets 1, 2, 4, 8");
+  static_assert(kQgemvMaxTokens == 2, "one instantiation per token count");
   if (T == 1) launch_rows<kBits, 1>(x, T, w, g, K, s);
-  else if (T == 2) launch_rows<kBits, 2>(x, T, w, g, K, s);
-  else if (T <= 4) launch_rows<kBits, 4>(x, T, w, g, K, s);
-  else launch_rows<kBits, 8>(x, T, w, g, K, s);
+  else launch_rows<kBits, 2>(x, T, w, g, K, s);
 }
 
 // The bf16 pair (lower element low) of the two 4-bit codes in byte `sel & 3` of w, times s plus b.
