@@ -121,9 +121,10 @@ double nmse(const std::vector<float>& got, const std::vector<float>& want) {
   return err / sig;
 }
 
-// On a GPU, where there is one: the codes kept there (prompts of 1 and 8 tokens run the decode
-// product on the codes of 4- and 8-bit layers whose groups fit it, 40 tokens the tensor-core
-// product on 4-bit codes with bf16 scales; the other layers are widened to bf16 as they run), and
+// On a GPU, where there is one: the codes kept there (a prompt of 1 token runs the decode
+// product on the codes of 4- and 8-bit layers whose groups fit it, 8 and 40 tokens the
+// tensor-core product on 4-bit codes with bf16 scales; the other layers are widened to bf16 as
+// they run), and
 // the weights dequantized at load (the GPU's default). Scored by NMSE against the f32
 // checkpoint, under test_cuda_models' limit for bf16 models: a product through bf16 rounds the
 // weights and the activations to bf16. A wrong code, scale or group gives NMSE of order 1.
