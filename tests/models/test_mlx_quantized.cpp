@@ -126,8 +126,10 @@ double nmse(const std::vector<float>& got, const std::vector<float>& want) {
 // tensor-core product on 4-bit codes with bf16 scales; the other layers are widened to bf16 as
 // they run), and
 // the weights dequantized at load (the GPU's default). Scored by NMSE against the f32
-// checkpoint, under test_cuda_models' limit for bf16 models: a product through bf16 rounds the
-// weights and the activations to bf16. A wrong code, scale or group gives NMSE of order 1.
+// checkpoint: a product through bf16 rounds the weights and the activations to bf16, which on
+// these fixtures comes to NMSE up to 5.4e-7 (measured on an H100, codes and dequantized alike);
+// the limit leaves 20x for other orders of sums. A wrong code, scale or group gives NMSE of
+// order 1.
 void expect_same_on_gpu(const Pair& pair, TestModel& plain) {
   std::string why;
   std::unique_ptr<Backend> gpu = load_cuda_backend(0, &why);
@@ -147,7 +149,7 @@ void expect_same_on_gpu(const Pair& pair, TestModel& plain) {
       const double e = nmse(got, want);
       std::printf("quantized on the GPU (%s), %zu tokens: logits NMSE %.3g, largest difference %.3g\n",
                   keep ? "codes" : "dequantized at load", tokens.size(), e, max_abs_diff(got, want));
-      EXPECT_LT(e, 1e-3) << tokens.size() << " tokens";
+      EXPECT_LT(e, 1e-5) << tokens.size() << " tokens";
     }
   }
 }

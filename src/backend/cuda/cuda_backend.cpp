@@ -7,19 +7,19 @@
 #include <cstring>
 #include <memory>
 #include <span>
-#include <thread>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/staged_copier.h"
 #include "core/quantization.h"
-#include "core/threadpool.h"
 
 namespace tessera {
 namespace {
 
 using cuda::DeviceAllocator;
+using cuda::StagedCopier;
 
 void require_device(const Tensor& t, const char* op, const char* what) {
   TESSERA_CHECK(t.device() == Device::CUDA, std::string(op) + ": " + what + " is not in CUDA memory");
@@ -73,57 +73,6 @@ bool follows_quantized(const Tensor& w, const Tensor& prev) {
   return same_quantization(w, prev) && after(w, prev) && after(q->scales, qp->scales) &&
          after(q->biases, qp->biases);
 }
-
-// Host-to-device copies of large pageable sources (the mmapped checkpoint) through two pinned
-// buffers: while the GPU copies one buffer, host threads fill the other from the source (several
-// threads, so the page faults on the mapping proceed in parallel); an event per buffer says when
-// it may be refilled. Copies are queued on the backend's stream and not waited for.
-class StagedCopier {
- public:
-  static constexpr size_t kChunk = size_t(64) << 20;
-  static constexpr int kBuffers = 2;
-  // Below this the driver's own staging of pageable memory is as fast (norm weights, biases).
-  static constexpr size_t kMinBytes = size_t(1) << 20;
-
-  ~StagedCopier() {
-    for (int i = 0; i < kBuffers; ++i) {
-      if (done_[i]) {
-        cudaEventSynchronize(done_[i]);
-        cudaEventDestroy(done_[i]);
-      }
-      if (buf_[i]) cudaFreeHost(buf_[i]);
-    }
-  }
-
-  void copy(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
-    if (!buf_[0]) {
-      for (int i = 0; i < kBuffers; ++i) {
-        TESSERA_CUDA_CHECK(cudaHostAlloc(&buf_[i], kChunk, cudaHostAllocDefault));
-        TESSERA_CUDA_CHECK(cudaEventCreateWithFlags(&done_[i], cudaEventDisableTiming));
-      }
-      pool_ = std::make_unique<ThreadPool>(int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)));
-    }
-    for (size_t off = 0; off < bytes; off += kChunk) {
-      size_t n = std::min(kChunk, bytes - off);
-      int b = next_;
-      next_ = (next_ + 1) % kBuffers;
-      TESSERA_CUDA_CHECK(cudaEventSynchronize(done_[b]));  // its previous copy has finished
-      char* stage = static_cast<char*>(buf_[b]);
-      const char* from = static_cast<const char*>(src) + off;
-      pool_->parallel_for(int64_t(n), 1 << 20, [&](int64_t i0, int64_t i1) {
-        std::memcpy(stage + i0, from + i0, size_t(i1 - i0));
-      });
-      TESSERA_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + off, stage, n, cudaMemcpyHostToDevice, stream));
-      TESSERA_CUDA_CHECK(cudaEventRecord(done_[b], stream));
-    }
-  }
-
- private:
-  void* buf_[kBuffers] = {};
-  cudaEvent_t done_[kBuffers] = {};
-  int next_ = 0;
-  std::unique_ptr<ThreadPool> pool_;
-};
 
 // A CUDA graph instantiated from a stream capture.
 class CudaRecording final : public Recording {
@@ -873,7 +822,7 @@ class CudaBackend final : public Backend {
         Tensor x16 = empty(DType::BF16, {T, K});
         cuda::convert_f32(ptr(x), T * K, x16.raw(), DType::BF16, stream_);
         const int64_t N = g.rows_end[g.count - 1];
-        const int splits = cuda::qmma_splits(w0, N, K, sm_count_);
+        const int splits = cuda::qmma_splits(N, K, sm_count_);
         Tensor part = empty(DType::F32, {splits, T, N});
         cuda::qmma(x16.raw(), w0, g, T, K, ptr(part), splits, stream_);
         done = true;

@@ -215,7 +215,7 @@ bool qgemv(const float* x, const QuantizedMatrix& w, const StackedParts& g, int6
 // unused). w is the first part's, the parts stacked as for qgemv.
 constexpr int kQmmaMaxTokens = 64;
 bool qmma_applies(const QuantizedMatrix& w, int64_t T, int64_t K);
-int qmma_splits(const QuantizedMatrix& w, int64_t N, int64_t K, int sms);
+int qmma_splits(int64_t N, int64_t K, int sms);
 void qmma(const void* x, const QuantizedMatrix& w, const StackedParts& g, int64_t T, int64_t K, float* part,
           int splits, cudaStream_t s);
 // out[r, :] = w's row (ids ? ids[r] : r0 + r) widened, times mul, for r < R, rows L wide; out [R, L]

@@ -362,7 +362,7 @@ void qmma(const void* x16, const QuantizedMatrix& w, const StackedParts& g, int6
   check_launch("qmma_sum");
 }
 
-int qmma_splits(const QuantizedMatrix& w, int64_t N, int64_t K, int sms) {
+int qmma_splits(int64_t N, int64_t K, int sms) {
   // Enough blocks for four a SM (each holds 32 rows a warp in flight), ranges of at least 4 chunks.
   const int64_t blocks = (N + kMmaRows - 1) / kMmaRows, chunks = K / 64;
   int64_t splits = (4 * sms + blocks - 1) / blocks;
