@@ -820,11 +820,10 @@ class CudaBackend final : public Backend {
       bool done = qgemv_on_ && cuda::qgemv(ptr(x), w0, g, T, K, stream_);
       if (!done && qgemv_on_ && cuda::qmma_applies(w0, T, K)) {
         Tensor x16 = empty(DType::BF16, {T, K});
-        cuda::convert_f32(ptr(x), T * K, x16.raw(), DType::BF16, stream_);
         const int64_t N = g.rows_end[g.count - 1];
-        const int splits = cuda::qmma_splits(N, K, sm_count_);
+        const int splits = cuda::qmma_splits(T, N, K);
         Tensor part = empty(DType::F32, {splits, T, N});
-        cuda::qmma(x16.raw(), w0, g, T, K, ptr(part), splits, stream_);
+        cuda::qmma(ptr(x), x16.raw(), w0, g, T, K, ptr(part), splits, stream_);
         done = true;
       }
       if (done) {

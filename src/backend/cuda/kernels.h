@@ -208,16 +208,17 @@ struct QuantizedMatrix {
 constexpr int kQgemvMaxTokens = 2;
 bool qgemv(const float* x, const QuantizedMatrix& w, const StackedParts& g, int64_t T, int64_t K,
            cudaStream_t s);
-// The products of kQgemvMaxTokens + 1 .. kQmmaMaxTokens tokens for 4-bit codes with bf16 scales,
-// groups of 32, 64 or 128, K a multiple of 64 (qmma_applies), on the tensor cores: x [T, K] bf16,
-// k split into `splits` ranges (qmma_splits: enough blocks for the GPU) whose sums go to part
-// [splits, T, N] (scratch), then are added in order into each part of g (f32 outputs; g.w
-// unused). w is the first part's, the parts stacked as for qgemv.
+// The products of kQgemvMaxTokens + 1 .. kQmmaMaxTokens tokens for 4-bit codes with bf16 scales
+// (quantized_mma.cu): groups of 32, 64 or 128, K a multiple of 256 and of 8 groups, on the
+// tensor cores (qmma_applies). x [T, K] f32 is packed into x16 (scratch of T K bf16); k is split
+// into `splits` ranges (qmma_splits: enough blocks for the GPU) whose sums go to part [splits, T,
+// N] (scratch), then are added in order into each part of g (f32 outputs; g.w unused). w is the
+// first part's, the parts stacked as for qgemv.
 constexpr int kQmmaMaxTokens = 64;
 bool qmma_applies(const QuantizedMatrix& w, int64_t T, int64_t K);
-int qmma_splits(int64_t N, int64_t K, int sms);
-void qmma(const void* x, const QuantizedMatrix& w, const StackedParts& g, int64_t T, int64_t K, float* part,
-          int splits, cudaStream_t s);
+int qmma_splits(int64_t T, int64_t N, int64_t K);
+void qmma(const float* x, void* x16, const QuantizedMatrix& w, const StackedParts& g, int64_t T, int64_t K,
+          float* part, int splits, cudaStream_t s);
 // out[r, :] = w's row (ids ? ids[r] : r0 + r) widened, times mul, for r < R, rows L wide; out [R, L]
 // f32, bf16 or f16. Any width and group size: the products of more tokens, and embeddings.
 void widen(const QuantizedMatrix& w, const int32_t* ids, int64_t r0, int64_t R, int64_t L, float mul,

@@ -5,16 +5,9 @@
 //    becomes a float without a conversion instruction: masked in place and set into the
 //    mantissa of 2^23 it reads 2^23 + q * 2^(bits j), so one subtraction leaves q scaled by a
 //    power of two, which the group's scale (divided by the same power) undoes.
-//  - qmma: 3-64 tokens of 4-bit codes with bf16 scales on the tensor cores (mma.sync, sm_80+).
-//    A warp takes 32 rows (two m16 tiles) over a k range: each lane reads the 32 code bytes of
-//    a row's 64-wide chunk (the four lanes of a row read the same bytes), keeps the byte that
-//    holds its fragment's two codes, and widens them to bf16 pairs (set into the mantissa of 128,
-//    less 128: exact) times the group's scale plus its bias (one rounding, as the host's
-//    widening to bf16). The activations are rounded to bf16 as for bf16 weights. Ranges of k
-//    are summed afterwards in a fixed order (qmma_sum).
+//  - qmma (quantized_mma.cu): 3-64 tokens of 4-bit codes on the tensor cores.
 //  - widen: any width and group size, weights (or a table's gathered rows) rewritten as f32 or
 //    16-bit values, for the products of more tokens (then the 16-bit paths run) and embeddings.
-#include "backend/cuda/attention_tc.cuh"
 #include "backend/cuda/check.h"
 #include "backend/cuda/device_types.cuh"
 #include "backend/cuda/kernels.h"
@@ -203,125 +196,6 @@ void dispatch_tokens(const float* x, int T, const QuantizedMatrix& w, const Stac
   else launch_rows<kBits, 2>(x, T, w, g, K, s);
 }
 
-// The bf16 pair (lower element low) of the two 4-bit codes in byte `sel & 3` of w, times s plus b.
-__device__ __forceinline__ uint32_t widen_pair(uint32_t w, uint32_t sel, __nv_bfloat162 s, __nv_bfloat162 b) {
-  const uint32_t byte = __byte_perm(w, 0, sel);
-  const uint32_t v = ((byte | (byte << 12)) & 0x000F000Fu) | 0x43004300u;  // 128 + lo, 128 + hi
-  const __nv_bfloat162 q = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&v), __floats2bfloat162_rn(128.0f, 128.0f));
-  const __nv_bfloat162 r = __hfma2(q, s, b);
-  return *reinterpret_cast<const uint32_t*>(&r);
-}
-
-__device__ __forceinline__ uint32_t word_of(const uint4 (&q)[2], int i) {
-  const uint4& h = q[i / 4];
-  return i % 4 == 0 ? h.x : i % 4 == 1 ? h.y : i % 4 == 2 ? h.z : h.w;
-}
-
-constexpr int kMmaWarps = 4, kMmaRows = kMmaWarps * 32;
-
-// part[split][t][n] = x[t, k range of split] · w[n, same]ᵀ for T <= 8 kNT tokens (x bf16 [T, K]),
-// k ranges of `chunks_per_split` 64-wide chunks. Grid (row blocks of kMmaRows, splits).
-template <int kNT>
-__global__ void __launch_bounds__(kMmaWarps * 32)
-    qmma_kernel(const __nv_bfloat16* __restrict__ x, int T, QuantizedMatrix w, int64_t N, int64_t K,
-                int64_t chunks_per_split, float* __restrict__ part) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-  const int64_t chunks = K / 64, c0 = blockIdx.y * chunks_per_split;
-  const int64_t c1 = c0 + chunks_per_split < chunks ? c0 + chunks_per_split : chunks;
-  const int64_t row0 = int64_t(blockIdx.x) * kMmaRows + warp * 32, words = K / 8, groups = K / w.group_size;
-  const uint32_t sel = 0x4440u | uint32_t(c);
-  const auto* scales = static_cast<const __nv_bfloat16*>(w.scales);
-  const auto* biases = static_cast<const __nv_bfloat16*>(w.biases);
-  // Rows g and g + 8 of each m tile: [tile][half].
-  int64_t row[2][2];
-  bool live[2][2];
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) row[mt][h] = row0 + mt * 16 + h * 8 + g, live[mt][h] = row[mt][h] < N;
-  // A chunk's codes, and the scales and biases of its two halves' groups (32, 64 or 128 wide), read
-  // a chunk ahead of their use: [tile][half (row g or g + 8)][chunk half].
-  struct Chunk {
-    uint4 q[2][2][2];
-    __nv_bfloat16 s[2][2][2], b[2][2][2];
-  };
-  auto load_chunk = [&](int64_t ch, Chunk& c) {
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint4* p = reinterpret_cast<const uint4*>(w.codes + row[mt][h] * words + ch * 8);
-        c.q[mt][h][0] = live[mt][h] ? __ldg(p) : make_uint4(0, 0, 0, 0);
-        c.q[mt][h][1] = live[mt][h] ? __ldg(p + 1) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-        for (int k2 = 0; k2 < 2; ++k2) {
-          const int64_t gi = live[mt][h] ? row[mt][h] * groups + (ch * 64 + k2 * 32) / w.group_size : 0;
-          c.s[mt][h][k2] = scales[gi], c.b[mt][h][k2] = biases[gi];
-        }
-      }
-  };
-  Chunk cur, next;
-  if (c0 < c1) load_chunk(c0, cur);
-  wait_for_previous();
-  allow_next();
-  float acc[2][kNT][4] = {};
-  for (int64_t ch = c0; ch < c1; ++ch) {
-    if (ch + 1 < c1) load_chunk(ch + 1, next);
-    __nv_bfloat162 s2[2][2][2], b2[2][2][2];
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int k2 = 0; k2 < 2; ++k2)
-          s2[mt][h][k2] = __bfloat162bfloat162(cur.s[mt][h][k2]), b2[mt][h][k2] = __bfloat162bfloat162(cur.b[mt][h][k2]);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int64_t k = ch * 64 + j * 16 + 2 * c;
-      uint32_t b0[kNT], b1[kNT];
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) {
-        const int t = nt * 8 + g;
-        b0[nt] = t < T ? *reinterpret_cast<const uint32_t*>(x + t * K + k) : 0u;
-        b1[nt] = t < T ? *reinterpret_cast<const uint32_t*>(x + t * K + k + 8) : 0u;
-      }
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        const int k2 = j / 2;
-        const unsigned a[4] = {widen_pair(word_of(cur.q[mt][0], 2 * j), sel, s2[mt][0][k2], b2[mt][0][k2]),
-                               widen_pair(word_of(cur.q[mt][1], 2 * j), sel, s2[mt][1][k2], b2[mt][1][k2]),
-                               widen_pair(word_of(cur.q[mt][0], 2 * j + 1), sel, s2[mt][0][k2], b2[mt][0][k2]),
-                               widen_pair(word_of(cur.q[mt][1], 2 * j + 1), sel, s2[mt][1][k2], b2[mt][1][k2])};
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) tc::mma(acc[mt][nt], a, b0[nt], b1[nt]);
-      }
-    }
-    cur = next;
-  }
-  float* out = part + int64_t(blockIdx.y) * T * N;
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int t = nt * 8 + 2 * c + i % 2;
-        const int h = i / 2;
-        if (t < T && live[mt][h]) out[t * N + row[mt][h]] = acc[mt][nt][i];
-      }
-}
-
-// out of each part of g [T, its rows] = the sum of part[0 .. splits)[t][n], in split order.
-__global__ void qmma_sum_kernel(const float* __restrict__ part, int splits, int64_t T, int64_t N, StackedParts g) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= T * N) return;
-  const int64_t t = i / N, n = i % N;
-  float v = 0.0f;
-  for (int s = 0; s < splits; ++s) v += part[s * T * N + i];
-  const PartRow p = part_row(g, n);
-  static_cast<float*>(p.out)[t * p.width + n - p.first] = v;
-}
-
 }  // namespace
 
 bool qgemv(const float* x, const QuantizedMatrix& w, const StackedParts& g, int64_t T, int64_t K,
@@ -339,35 +213,6 @@ bool qgemv(const float* x, const QuantizedMatrix& w, const StackedParts& g, int6
     dispatch_tokens<8>(x, int(T), w, g, K, s);
   check_launch("qgemv");
   return true;
-}
-
-bool qmma_applies(const QuantizedMatrix& w, int64_t T, int64_t K) {
-  return T > kQgemvMaxTokens && T <= kQmmaMaxTokens && w.bits == 4 && w.scale_dtype == DType::BF16 &&
-         K % 64 == 0 && (w.group_size == 32 || w.group_size == 64 || w.group_size == 128) && aligned16(w.codes) &&
-         compute_capability().first >= 8;
-}
-
-void qmma(const void* x16, const QuantizedMatrix& w, const StackedParts& g, int64_t T, int64_t K, float* part,
-          int splits, cudaStream_t s) {
-  const auto* x = static_cast<const __nv_bfloat16*>(x16);
-  const int64_t N = g.rows_end[g.count - 1], chunks = K / 64, per_split = (chunks + splits - 1) / splits;
-  const dim3 grid(unsigned((N + kMmaRows - 1) / kMmaRows), unsigned(splits)), block(kMmaWarps * 32);
-  const int Ti = int(T);
-  if (T <= 16) launch_dependent(qmma_kernel<2>, grid, block, 0, s, x, Ti, w, N, K, per_split, part);
-  else if (T <= 32) launch_dependent(qmma_kernel<4>, grid, block, 0, s, x, Ti, w, N, K, per_split, part);
-  else launch_dependent(qmma_kernel<8>, grid, block, 0, s, x, Ti, w, N, K, per_split, part);
-  check_launch("qmma");
-  const int64_t n = T * N;
-  qmma_sum_kernel<<<unsigned((n + 255) / 256), 256, 0, s>>>(part, splits, T, N, g);
-  check_launch("qmma_sum");
-}
-
-int qmma_splits(int64_t N, int64_t K, int sms) {
-  // Enough blocks for four a SM (each holds 32 rows a warp in flight), ranges of at least 4 chunks.
-  const int64_t blocks = (N + kMmaRows - 1) / kMmaRows, chunks = K / 64;
-  int64_t splits = (4 * sms + blocks - 1) / blocks;
-  splits = splits < chunks / 4 ? splits : chunks / 4;
-  return int(splits < 1 ? 1 : splits);
 }
 
 void widen(const QuantizedMatrix& w, const int32_t* ids, int64_t r0, int64_t R, int64_t L, float mul,

@@ -1,0 +1,327 @@
+// qmma: the products of 3-64 tokens with 4-bit MLX codes (bf16 scales and biases) on the tensor
+// cores (mma.sync m16n8k16, sm_80+), reading the codes once.
+//  - A block of 8 warps takes 128 weight rows (256 past 32 tokens) over a range of k. Its codes,
+//    scales and biases and the matching x come through a ring of shared-memory stages of 256 k (a
+//    row's codes: one 128-byte line) by cp.async, two stages in flight, so that the weights stream
+//    at memory speed. A warp takes 32 rows (two m16 tiles); of 128 rows, warps w and w + 4 each
+//    take one 128-wide half of every stage, and their sums meet once at the end.
+//  - A lane widens its codes to bf16 fragments in registers: a word's nibbles j and j + 4, masked
+//    in place into the mantissas of a pair of 128s, less 128, are two codes exactly; times the
+//    group's scale plus its bias is one rounding, as the host's widening to bf16.
+//  - The mma's k order is free as long as both operands follow it: lane c takes 32 codes of a
+//    half from byte 16 c (one 16-byte read), and x is packed (pack_x_kernel) so that ldmatrix
+//    hands each lane the activations of the same k in the same order.
+//  - Ranges of k write their sums to a scratch [splits, T, N], added in a fixed order afterwards.
+#include <algorithm>
+
+#include "backend/cuda/attention_tc.cuh"
+#include "backend/cuda/check.h"
+#include "backend/cuda/device_types.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace tessera::cuda {
+namespace {
+
+constexpr int kWarps = 8, kThreads = kWarps * 32;
+constexpr int kHalfK = 128, kStageK = 2 * kHalfK;  // k a half of a stage; a stage
+// Rows a block: 128 (two warps a row, one half of each stage each) up to 32 tokens; at 64 tokens
+// 256 (one warp a row, both halves), so that the staged x, as large as the codes there, serves
+// twice the rows.
+template <int kNT>
+constexpr int kRowsFor = kNT == 8 ? 256 : 128;
+
+// A stage in shared memory: each row's 128 bytes of codes (its 16-byte pieces swapped by halves
+// on odd rows, so that a quarter warp's reads of rows g and g + 1 fall in different banks), its 8
+// scales and 8 biases (the aligned eight holding the stage's groups), then the tokens' packed x,
+// rows kXld bytes apart (512 + 16: the 8 rows an ldmatrix reads fall in different banks).
+template <int kNT, int kRows = kRowsFor<kNT>>
+struct Stage {
+  static constexpr int kScales = kRows * 128, kBiases = kScales + kRows * 16, kX = kBiases + kRows * 16;
+  static constexpr int kXld = 528, bytes = kX + kNT * 8 * kXld;
+};
+// Ring stages: three (two blocks an SM up to 32 tokens, one at 64).
+constexpr int kStages = 3;
+
+// Nibbles j and j + 4 of w (shift 4 j) as a bf16 pair (lower element low), times s plus b.
+__device__ __forceinline__ uint32_t widen_nibbles(uint32_t w, int shift, __nv_bfloat162 s, __nv_bfloat162 b) {
+  const uint32_t v = ((w >> shift) & 0x000F000Fu) | 0x43004300u;  // 128 + q, exact in bf16
+  const __nv_bfloat162 q =
+      __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&v), __floats2bfloat162_rn(128.0f, 128.0f));
+  const __nv_bfloat162 r = __hfma2(q, s, b);
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+
+// d += a · b (m16n8k16, bf16 in, f32 out). Not volatile, unlike tc::mma: the compiler may
+// interleave these with the widening, which keeps fewer widened fragments live.
+__device__ __forceinline__ void mma(float d[4], const unsigned a[4], unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t word_of(const uint4& q, int i) {
+  return i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w;
+}
+
+// x [T, K] f32 → bf16 in the packed order of each 128-wide half. Lane c's codes are elements
+// 32 c .. 32 c + 31 of the block (words 4 c .. 4 c + 3 of the row's stage); mma j (0-7) takes
+// nibbles j % 4 and j % 4 + 4 of its word 2 (j / 4) as a0 and of word 2 (j / 4) + 1 as a2, so b0
+// and b1 (ldmatrix blocks 2 j and 2 j + 1, lane c's pair at 2 c) hold those elements. One thread
+// an output pair.
+__global__ void pack_x_kernel(const float* __restrict__ x, int64_t n_pairs, __nv_bfloat16* __restrict__ out) {
+  wait_for_previous();
+  allow_next();
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n_pairs) return;
+  const int64_t p = 2 * i, block = p / kHalfK;
+  const int q = int(p % kHalfK);
+  // The pair at q, q + 1: elements whose packed positions they are (h = 0, 1: r and r + 4).
+  const int m = q / 8, c = (q % 8) / 2, j = m / 2, s = m % 2;
+  const int r = 32 * c + 16 * (j / 4) + 8 * s + j % 4;
+  const float* src = x + block * kHalfK;
+  reinterpret_cast<__nv_bfloat162*>(out)[i] = __floats2bfloat162_rn(src[r], src[r + 4]);
+}
+
+// part[split][t][n] = x[t, k range] · w[n, k range]ᵀ for T <= 8 kNT tokens (x packed bf16 [T, K]),
+// each split `per_split` stages of 256 k. Grid (row blocks of kRows, splits).
+template <int kNT>
+__global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
+    qmma_kernel(const __nv_bfloat16* __restrict__ x, int T, QuantizedMatrix w, int64_t N, int64_t K,
+                int per_split, float* __restrict__ part) {
+  using S = Stage<kNT>;
+  constexpr int kRows = kRowsFor<kNT>, kRowWarps = kRows / 32;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
+  const int wrow = warp % kRowWarps * 32;  // this warp's first row
+  const int64_t stages = K / kStageK, s0 = int64_t(blockIdx.y) * per_split;
+  const int64_t s1 = s0 + per_split < stages ? s0 + per_split : stages;
+  const int count = s1 > s0 ? int(s1 - s0) : 0;
+  const int64_t row0 = int64_t(blockIdx.x) * kRows, groups = K / w.group_size;
+  const int gs = w.group_size;
+  const auto* codes = reinterpret_cast<const unsigned char*>(w.codes);
+
+  // Thread t copies piece t % 8 of rows t / 8 + 32 i, and item t + 256 i of the rows' scales then
+  // biases; rows past N are zero-filled, so that their products are 0.
+  auto issue_w = [&](int64_t st, int buf) {
+    unsigned char* base = smem + buf * S::bytes;
+    const int p = tid % 8;
+#pragma unroll
+    for (int i = 0; i < kRows / 32; ++i) {
+      const int r = tid / 8 + 32 * i;
+      const bool live = row0 + r < N;
+      cp_async16(base + r * 128 + (p ^ (r & 1) << 2) * 16,
+                 codes + (live ? row0 + r : 0) * (K / 2) + st * (kStageK / 2) + p * 16, live);
+    }
+#pragma unroll
+    for (int i = 0; i < kRows / 128; ++i) {
+      const int item = tid + kThreads * i, r = item % kRows;
+      const bool live = row0 + r < N;
+      const auto* src = static_cast<const __nv_bfloat16*>(item < kRows ? w.scales : w.biases);
+      const int64_t first = ((live ? row0 + r : 0) * groups + st * kStageK / gs) & ~int64_t(7);
+      cp_async16(base + S::kScales + item * 16, src + first, live);  // the biases right after the scales
+    }
+  };
+  auto issue_x = [&](int64_t st, int buf) {
+    unsigned char* base = smem + buf * S::bytes + S::kX;
+#pragma unroll
+    for (int i = 0; i < kNT; ++i) {  // 32 pieces a token row
+      const int item = tid + kThreads * i, t = item / 32, p = item % 32;
+      const bool ok = t < T;
+      cp_async16(base + t * S::kXld + p * 16, x + (ok ? t * K + st * kStageK + p * 8 : 0), ok);
+    }
+  };
+
+  // The weights are only read: the first stages' are requested before the previous kernel ends.
+#pragma unroll
+  for (int b = 0; b < kStages - 1; ++b)
+    if (b < count) issue_w(s0 + b, b);
+  wait_for_previous();
+  allow_next();
+#pragma unroll
+  for (int b = 0; b < kStages - 1; ++b)
+    if (b < count) issue_x(s0 + b, b);
+  cp_async_commit();
+#pragma unroll
+  for (int b = 1; b < kStages - 1; ++b) cp_async_commit();  // one group a stage from here on
+
+  float acc[2][kNT][4] = {};
+  for (int i = 0; i < count; ++i) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // stage i is in; the stage refilled next was read by every warp
+    if (i + kStages - 1 < count) {
+      issue_w(s0 + i + kStages - 1, (i + kStages - 1) % kStages);
+      issue_x(s0 + i + kStages - 1, (i + kStages - 1) % kStages);
+    }
+    cp_async_commit();
+
+    const unsigned char* base = smem + (i % kStages) * S::bytes;
+    const int64_t st = s0 + i;
+#pragma unroll
+    for (int hh = 0; hh < kRows / 128; ++hh) {
+      const int half = kRows == 128 ? warp / 4 : hh;  // the half of the stage this warp multiplies
+      // This lane's scale of each row: the stage's first group's place among the aligned eight,
+      // plus the groups before its first element.
+      const int sel = int((st * kStageK / gs) & 7) + (half * kHalfK + 32 * c) / gs;
+      uint4 q[2][2];
+      __nv_bfloat162 sc[2][2], bi[2][2];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = wrow + mt * 16 + h * 8 + g;
+          q[mt][h] = *reinterpret_cast<const uint4*>(base + r * 128 + ((half * 4 + c) ^ (r & 1) << 2) * 16);
+          sc[mt][h] =
+              __bfloat162bfloat162(reinterpret_cast<const __nv_bfloat16*>(base + S::kScales + r * 16)[sel]);
+          bi[mt][h] =
+              __bfloat162bfloat162(reinterpret_cast<const __nv_bfloat16*>(base + S::kBiases + r * 16)[sel]);
+        }
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj) {  // mma j = 2 jj + e: ldmatrix blocks 4 jj .. 4 jj + 3
+        // The A fragments of both mmas and both m tiles, then each token tile's B through them.
+        unsigned a[2][2][4];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = 2 * jj + e, wi = 2 * (j / 4), shift = 4 * (j % 4);
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            a[e][mt][0] = widen_nibbles(word_of(q[mt][0], wi), shift, sc[mt][0], bi[mt][0]);
+            a[e][mt][1] = widen_nibbles(word_of(q[mt][1], wi), shift, sc[mt][1], bi[mt][1]);
+            a[e][mt][2] = widen_nibbles(word_of(q[mt][0], wi + 1), shift, sc[mt][0], bi[mt][0]);
+            a[e][mt][3] = widen_nibbles(word_of(q[mt][1], wi + 1), shift, sc[mt][1], bi[mt][1]);
+          }
+        }
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) {
+          unsigned b[4];
+          tc::ldmatrix_x4(
+              b, base + S::kX + (nt * 8 + lane % 8) * S::kXld + half * 256 + (4 * jj + lane / 8) * 16);
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) mma(acc[mt][nt], a[e][mt], b[2 * e], b[2 * e + 1]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+  // With two warps a row, the second half's sums go to the first through the (now free) ring.
+  auto* second = reinterpret_cast<float*>(smem) + (warp % 4 * 32 + lane) * (2 * kNT * 4);
+  const bool first_half = kRows == 256 || warp < 4;
+  __syncthreads();
+  if (!first_half) {
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) second[(mt * kNT + nt) * 4 + i] = acc[mt][nt][i];
+  }
+  __syncthreads();
+  if (!first_half) return;
+  float* out = part + int64_t(blockIdx.y) * T * N;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int t = nt * 8 + 2 * c + i % 2;
+        const int64_t n = row0 + wrow + mt * 16 + i / 2 * 8 + g;
+        if (t < T && n < N)
+          out[t * N + n] = kRows == 256 ? acc[mt][nt][i] : acc[mt][nt][i] + second[(mt * kNT + nt) * 4 + i];
+      }
+}
+
+// out of each part of g [T, its rows] = the sum of part[0 .. splits)[t][n], in split order.
+__global__ void qmma_sum_kernel(const float* __restrict__ part, int splits, int64_t T, int64_t N,
+                                StackedParts g) {
+  wait_for_previous();
+  allow_next();
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= T * N) return;
+  const int64_t t = i / N, n = i % N;
+  float v = 0.0f;
+  for (int s = 0; s < splits; ++s) v += part[s * T * N + i];
+  const PartRow p = part_row(g, n);
+  static_cast<float*>(p.out)[t * p.width + n - p.first] = v;
+}
+
+template <int kNT>
+constexpr size_t kSmemBytes = size_t(kStages) * Stage<kNT>::bytes;
+
+// Blocks of the kernel for kNT that the GPU runs at once (its shared-memory limit raised on first use).
+template <int kNT>
+int resident_blocks() {
+  static const int blocks = [] {
+    auto kernel = qmma_kernel<kNT>;
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes<kNT>)),
+          "qmma shared memory");
+    int dev = 0, sms = 0, per_sm = 0;
+    check(cudaGetDevice(&dev), "qmma device");
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "qmma SM count");
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kSmemBytes<kNT>),
+          "qmma occupancy");
+    return sms * std::max(per_sm, 1);
+  }();
+  return blocks;
+}
+
+// Blocks the GPU runs at once, and rows a block, for T tokens.
+std::pair<int64_t, int64_t> blocks_for(int64_t T) {
+  if (T <= 16) return {resident_blocks<2>(), kRowsFor<2>};
+  if (T <= 32) return {resident_blocks<4>(), kRowsFor<4>};
+  return {resident_blocks<8>(), kRowsFor<8>};
+}
+
+template <int kNT>
+void launch(const __nv_bfloat16* x, int T, const QuantizedMatrix& w, int64_t N, int64_t K, int splits,
+            float* part, cudaStream_t s) {
+  resident_blocks<kNT>();  // raises the shared-memory limit
+  const int64_t stages = K / kStageK;
+  const int per_split = int((stages + splits - 1) / splits);
+  const dim3 grid(unsigned((N + kRowsFor<kNT> - 1) / kRowsFor<kNT>), unsigned(splits));
+  launch_dependent(qmma_kernel<kNT>, grid, dim3(kThreads), kSmemBytes<kNT>, s, x, T, w, N, K, per_split,
+                   part);
+}
+
+}  // namespace
+
+bool qmma_applies(const QuantizedMatrix& w, int64_t T, int64_t K) {
+  const bool groups_ok = (w.group_size == 32 || w.group_size == 64 || w.group_size == 128) &&
+                         K % kStageK == 0 && (K / w.group_size) % 8 == 0;
+  return T > kQgemvMaxTokens && T <= kQmmaMaxTokens && w.bits == 4 && w.scale_dtype == DType::BF16 &&
+         groups_ok && aligned16(w.codes) && aligned16(w.scales) && aligned16(w.biases) &&
+         compute_capability().first >= 8;
+}
+
+int qmma_splits(int64_t T, int64_t N, int64_t K) {
+  // As many k ranges as fill the blocks the GPU runs at once (at least half of them), each at
+  // least two stages long, with none left empty.
+  const auto [resident, rows] = blocks_for(T);
+  const int64_t row_blocks = (N + rows - 1) / rows, stages = K / kStageK;
+  int64_t splits = std::clamp<int64_t>(resident / row_blocks, 1, std::max<int64_t>(stages / 2, 1));
+  const int64_t per_split = (stages + splits - 1) / splits;
+  return int((stages + per_split - 1) / per_split);
+}
+
+void qmma(const float* x, void* x16, const QuantizedMatrix& w, const StackedParts& g, int64_t T, int64_t K,
+          float* part, int splits, cudaStream_t s) {
+  const int64_t N = g.rows_end[g.count - 1], pairs = T * K / 2;
+  auto* xp = static_cast<__nv_bfloat16*>(x16);
+  launch_dependent(pack_x_kernel, dim3(unsigned((pairs + 255) / 256)), dim3(256), 0, s, x, pairs, xp);
+  check_launch("qmma pack");
+  const int Ti = int(T);
+  if (T <= 16)
+    launch<2>(xp, Ti, w, N, K, splits, part, s);
+  else if (T <= 32)
+    launch<4>(xp, Ti, w, N, K, splits, part, s);
+  else
+    launch<8>(xp, Ti, w, N, K, splits, part, s);
+  check_launch("qmma");
+  const int64_t n = T * N;
+  launch_dependent(qmma_sum_kernel, dim3(unsigned((n + 255) / 256)), dim3(256), 0, s, part, splits, T, N, g);
+  check_launch("qmma sum");
+}
+
+}  // namespace tessera::cuda
