@@ -203,8 +203,8 @@ struct QuantizedMatrix {
 // the codes once. g's parts are rows of one stacked weight (codes, scales and biases of each
 // part right after the previous part's), w its first part; g.w is unused. Returns false
 // (nothing launched) where it does not apply. Past 2 tokens qmma is faster: measured on an H100
-// (4-bit 8B shape, bench_engine decode tok/s, this product / qmma): batch 1 198.4 / 136.9, 2
-// 319.0 / 267.2, 4 466.7 / 504.6, 8 602.9 / 977.4.
+// (4-bit 8B shape, bench_engine decode tok/s, this product / 7b8f5c9's qmma, whose successor is
+// faster again): batch 1 198.4 / 136.9, 2 319.0 / 267.2, 4 466.7 / 504.6, 8 602.9 / 977.4.
 constexpr int kQgemvMaxTokens = 2;
 bool qgemv(const float* x, const QuantizedMatrix& w, const StackedParts& g, int64_t T, int64_t K,
            cudaStream_t s);
