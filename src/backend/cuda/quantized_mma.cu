@@ -65,7 +65,7 @@ __device__ __forceinline__ uint32_t word_of(const uint4& q, int i) {
 }
 
 // x [T, K] f32 → bf16 in the packed order of each 128-wide half. Lane c's codes are elements
-// 32 c .. 32 c + 31 of the block (words 4 c .. 4 c + 3 of the row's stage); mma j (0-7) takes
+// 32 c .. 32 c + 31 of a half (the half's words 4 c .. 4 c + 3 of the row); mma j (0-7) takes
 // nibbles j % 4 and j % 4 + 4 of its word 2 (j / 4) as a0 and of word 2 (j / 4) + 1 as a2, so b0
 // and b1 (ldmatrix blocks 2 j and 2 j + 1, lane c's pair at 2 c) hold those elements. One thread
 // an output pair.
@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
     for (int i = 0; i < kRows / 32; ++i) {
       const int r = tid / 8 + 32 * i;
       const bool live = row0 + r < N;
-      cp_async16(base + r * 128 + (p ^ (r & 1) << 2) * 16,
+      cp_async16(base + r * 128 + (p ^ ((r & 1) << 2)) * 16,
                  codes + (live ? row0 + r : 0) * (K / 2) + st * (kStageK / 2) + p * 16, live);
     }
 #pragma unroll
@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int r = wrow + mt * 16 + h * 8 + g;
-          q[mt][h] = *reinterpret_cast<const uint4*>(base + r * 128 + ((half * 4 + c) ^ (r & 1) << 2) * 16);
+          q[mt][h] = *reinterpret_cast<const uint4*>(base + r * 128 + ((half * 4 + c) ^ ((r & 1) << 2)) * 16);
           sc[mt][h] =
               __bfloat162bfloat162(reinterpret_cast<const __nv_bfloat16*>(base + S::kScales + r * 16)[sel]);
           bi[mt][h] =
