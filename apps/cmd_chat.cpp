@@ -1,14 +1,17 @@
 // tessera chat: a conversation in the terminal through the model's chat template, each reply
 // streamed as it is made.
-//   tessera chat [-m DIR] [--system TEXT] [-n MAX_TOKENS] [sampling flags]
+//   tessera chat [-m DIR] [--system TEXT] [-n MAX_TOKENS] [--ignore-eos] [sampling flags]
 // Reads one message per line from standard input (a line ending in '\' goes on to the next);
 // "/reset" forgets the conversation, "/exit" or the end of input ends it. Replies go to stdout,
 // one a line; each reply's counts go to stderr. Earlier turns come from the prefix cache, so a
-// turn computes only what it adds.
+// turn computes only what it adds. Ctrl-C (SIGINT) during a reply stops it there, keeping what
+// it said; at the prompt it ends the chat.
+#include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -22,6 +25,17 @@ namespace tessera::app {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+volatile std::sig_atomic_t interrupted = 0;
+
+// SIGINT sets `interrupted`. Without SA_RESTART, a read waiting at the prompt fails with EINTR,
+// which ends the input.
+void catch_interrupts() {
+  struct sigaction sa {};
+  sa.sa_handler = [](int) { interrupted = 1; };
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+}
 
 // The next message: a line, joined to the following ones while it ends in '\'. False at the end
 // of input.
@@ -45,9 +59,11 @@ int run(int argc, char** argv) {
   add_sampling_flags(app, sf);
   std::string system, template_file;
   int max_tokens = 1024;
+  bool ignore_eos = false;
   size_t kv_mib = 1024;
   app.add_option("--system", system, "A system message to open the conversation with");
   app.add_option("-n,--max-tokens", max_tokens, "Most tokens in one reply")->check(CLI::PositiveNumber);
+  app.add_flag("--ignore-eos", ignore_eos, "Keep each reply going past end-of-turn tokens, to -n");
   app.add_option("--chat-template", template_file, "Use this template file instead of the model's")
       ->check(CLI::ExistingFile);
   app.add_option("--kv-cache-mib", kv_mib, "KV cache memory in MiB: the conversation's longest length")
@@ -72,10 +88,15 @@ int run(int argc, char** argv) {
   if (!system.empty()) start.push_back({{"role", "system"}, {"content", system}});
   nlohmann::ordered_json messages = start;
   const bool terminal = ::isatty(STDIN_FILENO);
+  catch_interrupts();
   std::string message;
   for (int turn = 0;; ++turn) {
     if (terminal) std::fputs("> ", stdout), std::fflush(stdout);
-    if (!read_message(message) || message == "/exit") break;
+    interrupted = 0;
+    if (!read_message(message) || message == "/exit") {
+      if (interrupted && terminal) std::fputs("\n", stdout);  // the shell's prompt on a line of its own
+      break;
+    }
     if (message == "/reset") {
       messages = start;
       continue;
@@ -103,7 +124,7 @@ int run(int argc, char** argv) {
     req.max_tokens = int(std::min<int64_t>(max_tokens, context - int64_t(ids.size())));
     req.params = params;
     if (sf.seed) req.seed = *sf.seed + uint64_t(turn);
-    req.stop_token_ids = rt.eos_ids;
+    if (!ignore_eos) req.stop_token_ids = rt.eos_ids;
     const int64_t id = engine.add_request(req);
     StreamDecoder text(tok, /*skip_special=*/true);
     std::string reply;
@@ -111,6 +132,11 @@ int run(int argc, char** argv) {
     const Clock::time_point t0 = Clock::now();
     Clock::time_point first;
     while (engine.has_work()) {
+      if (interrupted) {
+        engine.abort(id);
+        while (engine.has_work()) engine.step();  // a step launched ahead
+        break;
+      }
       for (TokenOutput& o : engine.step()) {
         TESSERA_CHECK(o.error.empty(), o.error);
         if (o.token < 0) continue;
@@ -126,6 +152,8 @@ int run(int argc, char** argv) {
     reply += rest;
     std::printf("%s\n", rest.c_str());
     std::fflush(stdout);
+    if (interrupted) std::fputs("[interrupted]\n", stderr);
+    if (generated == 0) first = Clock::now();
     const Sequence* seq = engine.sequence(id);
     const double decode_s = std::chrono::duration<double>(Clock::now() - first).count();
     std::fprintf(stderr,
