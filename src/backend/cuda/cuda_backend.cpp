@@ -780,8 +780,8 @@ class CudaBackend final : public Backend {
   }
 
   // Products with quantized weights, f32 x and out, the whole group in one launch where it is
-  // stacked: up to kQgemvMaxTokens tokens (4 or 8 bits) qgemv reads the codes once; up to
-  // kQmmaMaxTokens (4 bits, bf16 scales) qmma reads them once for the tensor cores. Else each
+  // stacked: up to kQmmaMaxTokens (4 bits, bf16 scales) qmma reads the codes once for the tensor
+  // cores; else up to kQgemvMaxTokens tokens (4 or 8 bits) qgemv reads them once. Else each
   // stacked group (or weight) is widened to its scales' dtype into scratch and multiplied as a
   // 16-bit (or f32) weight, through the paths above. TESSERA_CUDA_QGEMV=0 widens for every product.
   void quantized_linear_group(const Tensor& x, std::span<const LinearPart> parts) {
@@ -817,8 +817,8 @@ class CudaBackend final : public Backend {
         g.rows_end[g.count] = (g.count ? g.rows_end[g.count - 1] : 0) + p.weight.dim(0);
         ++g.count;
       }
-      bool done = qgemv_on_ && cuda::qgemv(ptr(x), w0, g, T, K, stream_);
-      if (!done && qgemv_on_ && cuda::qmma_applies(w0, T, K)) {
+      bool done = false;
+      if (qgemv_on_ && cuda::qmma_applies(w0, T, K)) {
         Tensor x16 = empty(DType::BF16, {T, K});
         const int64_t N = g.rows_end[g.count - 1];
         const int splits = cuda::qmma_splits(T, N, K);
@@ -826,6 +826,7 @@ class CudaBackend final : public Backend {
         cuda::qmma(ptr(x), x16.raw(), w0, g, T, K, ptr(part), splits, stream_);
         done = true;
       }
+      done = done || (qgemv_on_ && cuda::qgemv(ptr(x), w0, g, T, K, stream_));
       if (done) {
         for (const LinearPart& p : parts)
           if (p.bias.defined()) {

@@ -202,13 +202,13 @@ struct QuantizedMatrix {
 // groups a multiple of a word's codes (8 or 4) wide, and at most kQgemvMaxTokens tokens, reading
 // the codes once. g's parts are rows of one stacked weight (codes, scales and biases of each
 // part right after the previous part's), w its first part; g.w is unused. Returns false
-// (nothing launched) where it does not apply. Past 2 tokens qmma is faster: measured on an H100
-// (4-bit 8B shape, bench_engine decode tok/s, this product / 7b8f5c9's qmma, whose successor is
-// faster again): batch 1 198.4 / 136.9, 2 319.0 / 267.2, 4 466.7 / 504.6, 8 602.9 / 977.4.
+// (nothing launched) where it does not apply. Where qmma applies it is faster, even for one
+// token: measured on an H100 (4-bit 8B shape, bench_engine decode tok/s, this product / qmma):
+// batch 1 198.8 / 288.6, 2 319.5 / 530.5.
 constexpr int kQgemvMaxTokens = 2;
 bool qgemv(const float* x, const QuantizedMatrix& w, const StackedParts& g, int64_t T, int64_t K,
            cudaStream_t s);
-// The products of kQgemvMaxTokens + 1 .. kQmmaMaxTokens tokens for 4-bit codes with bf16 scales
+// The products of 1 .. kQmmaMaxTokens tokens for 4-bit codes with bf16 scales
 // (quantized_mma.cu): groups of 32, 64 or 128, K a multiple of 256 and of 8 groups, on the
 // tensor cores (qmma_applies). x [T, K] f32 is packed into x16 (scratch of T K bf16); k is split
 // into `splits` ranges (qmma_splits: enough blocks for the GPU) whose sums go to part [splits, T,

@@ -1,4 +1,4 @@
-// qmma: the products of 3-64 tokens with 4-bit MLX codes (bf16 scales and biases) on the tensor
+// qmma: the products of 1-64 tokens with 4-bit MLX codes (bf16 scales and biases) on the tensor
 // cores (mma.sync m16n8k16, sm_80+), reading the codes once.
 //  - A block of 8 warps takes 128 weight rows (256 past 32 tokens) over a range of k. Its codes,
 //    scales and biases and the matching x come through a ring of shared-memory stages of 256 k (a
@@ -290,7 +290,7 @@ void launch(const __nv_bfloat16* x, int T, const QuantizedMatrix& w, int64_t N, 
 bool qmma_applies(const QuantizedMatrix& w, int64_t T, int64_t K) {
   const bool groups_ok = (w.group_size == 32 || w.group_size == 64 || w.group_size == 128) &&
                          K % kStageK == 0 && (K / w.group_size) % 8 == 0;
-  return T > kQgemvMaxTokens && T <= kQmmaMaxTokens && w.bits == 4 && w.scale_dtype == DType::BF16 &&
+  return T >= 1 && T <= kQmmaMaxTokens && w.bits == 4 && w.scale_dtype == DType::BF16 &&
          groups_ok && aligned16(w.codes) && aligned16(w.scales) && aligned16(w.biases) &&
          compute_capability().first >= 8;
 }
