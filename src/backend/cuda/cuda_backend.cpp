@@ -817,17 +817,15 @@ class CudaBackend final : public Backend {
         g.rows_end[g.count] = (g.count ? g.rows_end[g.count - 1] : 0) + p.weight.dim(0);
         ++g.count;
       }
-      bool done = false;
-      if (qgemv_on_ && cuda::qmma_applies(w0, T, K)) {
+      const bool mma = qgemv_on_ && cuda::qmma_applies(w0, T, K);
+      if (mma) {
         Tensor x16 = empty(DType::BF16, {T, K});
         const int64_t N = g.rows_end[g.count - 1];
         const int splits = cuda::qmma_splits(T, N, K);
         Tensor part = empty(DType::F32, {splits, T, N});
         cuda::qmma(ptr(x), x16.raw(), w0, g, T, K, ptr(part), splits, stream_);
-        done = true;
       }
-      done = done || (qgemv_on_ && cuda::qgemv(ptr(x), w0, g, T, K, stream_));
-      if (done) {
+      if (mma || (qgemv_on_ && cuda::qgemv(ptr(x), w0, g, T, K, stream_))) {
         for (const LinearPart& p : parts)
           if (p.bias.defined()) {
             require_device(p.bias, "linear", "bias");
