@@ -122,14 +122,13 @@ double nmse(const std::vector<float>& got, const std::vector<float>& want) {
 }
 
 // On a GPU, where there is one: the codes kept there (a prompt of 1 token runs the decode
-// product on the codes of 4- and 8-bit layers whose groups fit it, 8 and 40 tokens the
-// tensor-core product on 4-bit codes with bf16 scales; the other layers are widened to bf16 as
-// they run), and
-// the weights dequantized at load (the GPU's default). Scored by NMSE against the f32
-// checkpoint: a product through bf16 rounds the weights and the activations to bf16, which on
-// these fixtures comes to NMSE up to 5.4e-7 (measured on an H100, codes and dequantized alike);
-// the limit leaves 20x for other orders of sums. A wrong code, scale or group gives NMSE of
-// order 1.
+// product on the codes of 4- and 8-bit layers whose groups fit it; 8 and 40 tokens widen them to
+// bf16 as they run: the fixtures' rows, 64 and 160 wide, are too short for the tensor-core
+// product, which the backend harness checks), and the weights dequantized at load (the GPU's
+// default). Scored by NMSE against the f32 checkpoint: a product through bf16 rounds the weights
+// and the activations to bf16, which on these fixtures comes to NMSE up to 5.4e-7 (measured on an
+// H100, codes and dequantized alike); the limit leaves 20x for other orders of sums. A wrong
+// code, scale or group gives NMSE of order 1.
 void expect_same_on_gpu(const Pair& pair, TestModel& plain) {
   std::string why;
   std::unique_ptr<Backend> gpu = load_cuda_backend(0, &why);

@@ -34,8 +34,9 @@ constexpr int kRowsFor = kNT == 8 ? 256 : 128;
 // on odd rows, so that a quarter warp's reads of rows g and g + 1 fall in different banks), its 8
 // scales and 8 biases (the aligned eight holding the stage's groups), then the tokens' packed x,
 // rows kXld bytes apart (512 + 16: the 8 rows an ldmatrix reads fall in different banks).
-template <int kNT, int kRows = kRowsFor<kNT>>
+template <int kNT>
 struct Stage {
+  static constexpr int kRows = kRowsFor<kNT>;
   static constexpr int kScales = kRows * 128, kBiases = kScales + kRows * 16, kX = kBiases + kRows * 16;
   static constexpr int kXld = 528, bytes = kX + kNT * 8 * kXld;
 };
@@ -49,15 +50,6 @@ __device__ __forceinline__ uint32_t widen_nibbles(uint32_t w, int shift, __nv_bf
       __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&v), __floats2bfloat162_rn(128.0f, 128.0f));
   const __nv_bfloat162 r = __hfma2(q, s, b);
   return *reinterpret_cast<const uint32_t*>(&r);
-}
-
-// d += a · b (m16n8k16, bf16 in, f32 out). Not volatile, unlike tc::mma: the compiler may
-// interleave these with the widening, which keeps fewer widened fragments live.
-__device__ __forceinline__ void mma(float d[4], const unsigned a[4], unsigned b0, unsigned b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 __device__ __forceinline__ uint32_t word_of(const uint4& q, int i) {
@@ -199,7 +191,7 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
 #pragma unroll
           for (int e = 0; e < 2; ++e)
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt) mma(acc[mt][nt], a[e][mt], b[2 * e], b[2 * e + 1]);
+            for (int mt = 0; mt < 2; ++mt) tc::mma(acc[mt][nt], a[e][mt], b[2 * e], b[2 * e + 1]);
         }
       }
     }
