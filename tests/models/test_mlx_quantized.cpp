@@ -64,10 +64,13 @@ Quantized quantize_randomly(int64_t rows, int64_t in, int bits, int group, std::
 // A fixture written twice: quantized as config["quantization"] says, and plain (f32 values).
 class Pair {
  public:
-  Pair(const std::string& fixture, nlohmann::json quantization)
+  // `shape` patches the fixture's config (a model of other sizes, its tensors made by the test).
+  Pair(const std::string& fixture, nlohmann::json quantization,
+       const nlohmann::json& shape = nlohmann::json::object())
       : src_(fixtures_dir() / "models" / fixture),
         tmp_(fs::temp_directory_path() / ("tessera_mlx_" + fixture + std::to_string(::getpid()))),
         config_(nlohmann::json::parse(read_file(src_ / "config.json"))) {
+    config_.merge_patch(shape);
     fs::create_directories(tmp_ / "quantized");
     fs::create_directories(tmp_ / "plain");
     std::ofstream(tmp_ / "plain" / "config.json") << config_.dump();
@@ -97,6 +100,18 @@ class Pair {
     layers[layer] = x;
     return x;
   }
+  // The same as add, and the weight's codes and values in both checkpoints.
+  void add_weight(const std::string& layer, int64_t rows, int64_t in) {
+    Quantized x = add(layer, rows, in);
+    q.emplace_back(layer + ".weight", x.codes), p.emplace_back(layer + ".weight", x.values);
+  }
+  // A norm's [n] weight, the same in both checkpoints: random values about 1.
+  void add_norm(const std::string& name, int64_t n) {
+    Tensor t = Tensor::empty(DType::F32, {n});
+    std::uniform_real_distribution<float> d(0.8f, 1.2f);
+    for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = d(rng_);
+    q.emplace_back(name, t), p.emplace_back(name, t);
+  }
 
  private:
   fs::path src_, tmp_;
@@ -108,7 +123,7 @@ const std::vector<int32_t> kTokens = {1, 17, 200, 5, 99, 310, 42, 7};
 
 // The same values summed in another order (the quantized and f32 products tile their sums
 // differently; the reference backend sums in one sequence): about eps * sqrt(K) relative per
-// product, K <= 256 here, through a few layers. A wrong code, scale or group moves logits by
+// product, K <= 768 here, through a few layers. A wrong code, scale or group moves logits by
 // far more (the fixtures' logits are of order 1-10). Measured: 1e-6 to 3e-6.
 constexpr double kSumOrder = 2e-5;
 
@@ -121,14 +136,12 @@ double nmse(const std::vector<float>& got, const std::vector<float>& want) {
   return err / sig;
 }
 
-// On a GPU, where there is one: the codes kept there (a prompt of 1 token runs the decode
-// product on the codes of 4- and 8-bit layers whose groups fit it; 8 and 40 tokens widen them to
-// bf16 as they run: the fixtures' rows, 64 and 160 wide, are too short for the tensor-core
-// product, which the backend harness checks), and the weights dequantized at load (the GPU's
-// default). Scored by NMSE against the f32 checkpoint: a product through bf16 rounds the weights
-// and the activations to bf16, which on these fixtures comes to NMSE up to 5.4e-7 (measured on an
-// H100, codes and dequantized alike); the limit leaves 20x for other orders of sums. A wrong
-// code, scale or group gives NMSE of order 1.
+// On a GPU, where there is one: the codes kept there (the tensor-core product on 4-bit codes
+// where rows are long enough, else the decode product on 4- and 8-bit codes for 1-2 tokens, and
+// bf16 widened as they run past that), and the weights dequantized at load (the GPU's default). Scored by
+// NMSE against the f32 checkpoint: a product through bf16 rounds the weights and the activations to bf16,
+// which on these fixtures comes to NMSE up to 5.4e-7 (measured on an H100, codes and dequantized alike); the
+// limit leaves 20x for other orders of sums. A wrong code, scale or group gives NMSE of order 1.
 void expect_same_on_gpu(const Pair& pair, TestModel& plain) {
   std::string why;
   std::unique_ptr<Backend> gpu = load_cuda_backend(0, &why);
@@ -208,6 +221,37 @@ TEST(MlxQuantized, ComputesWithItsCodes) {
   pair.config()["quantization"][eight_bit] = false;
   pair.write_config();
   EXPECT_THROW(load_test_model(pair.quantized()), Error);
+}
+
+// A model wide enough for the GPU's tensor-core product on codes (4 bits, bf16 scales, rows a
+// multiple of 256 and of 8 groups long): every product of its 1-, 8- and 40-token prompts,
+// the tied LM head's too, takes that path, where the fixtures above are too narrow for it.
+TEST(MlxQuantized, WideEnoughForTheTensorCores) {
+  const int64_t hidden = 256, heads = 8, kv_heads = 2, head_dim = 64, inner = 768, layers = 2, vocab = 384;
+  const std::string o_proj = "model.layers.1.self_attn.o_proj";  // K = 512: groups of 64 fit it
+  Pair pair("llama", {{"group_size", 32}, {"bits", 4}, {o_proj, {{"group_size", 64}, {"bits", 4}}}},
+            {{"hidden_size", hidden},
+             {"num_attention_heads", heads},
+             {"num_key_value_heads", kv_heads},
+             {"head_dim", head_dim},
+             {"intermediate_size", inner},
+             {"num_hidden_layers", layers},
+             {"vocab_size", vocab}});
+  pair.add_weight("model.embed_tokens", vocab, hidden);
+  for (int l = 0; l < layers; ++l) {
+    const std::string at = "model.layers." + std::to_string(l) + ".";
+    pair.add_norm(at + "input_layernorm.weight", hidden);
+    pair.add_norm(at + "post_attention_layernorm.weight", hidden);
+    pair.add_weight(at + "self_attn.q_proj", heads * head_dim, hidden);
+    pair.add_weight(at + "self_attn.k_proj", kv_heads * head_dim, hidden);
+    pair.add_weight(at + "self_attn.v_proj", kv_heads * head_dim, hidden);
+    pair.add_weight(at + "self_attn.o_proj", hidden, heads * head_dim);
+    pair.add_weight(at + "mlp.gate_proj", inner, hidden);
+    pair.add_weight(at + "mlp.up_proj", inner, hidden);
+    pair.add_weight(at + "mlp.down_proj", hidden, inner);
+  }
+  pair.add_norm("model.norm.weight", hidden);
+  expect_same_model(pair);
 }
 
 // mlx-lm stacks a layer's experts per projection under switch_mlp ([experts, out, in]); its
