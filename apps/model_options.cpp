@@ -25,7 +25,7 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
   app.add_flag(
       "--keep-quantized", o.keep_quantized,
       "On a GPU, keep MLX-quantized weights as their codes (about a quarter of 16-bit weights' memory; "
-      "4-bit codes decode up to 32 sequences faster, prompts slower) instead of widening them to 16 bits at "
+      "4-bit codes decode a few sequences faster, many slower, prompts slower) instead of widening them to 16 bits at "
       "load");
 }
 

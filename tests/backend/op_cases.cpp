@@ -812,10 +812,12 @@ std::vector<OpCase> op_cases(const std::string& op) {
                          S{9, 384, 70}, S{33, 768, 200}, S{1, 4608, 300}})
         cases.push_back(quantized_linear_case(q.bits, q.group, q.scale, s.T, s.K, s.N, s.T % 2 == 1, seed++));
     // The GPU's tensor-core product of 4-bit codes (1-64 tokens, bf16 scales, K a multiple of 256
-    // and of 8 groups): each group size and token tile, rows past a block of 128, k in ranges.
+    // and of 8 groups): each group size and token tile (8, 16, 32, 64 tokens), rows past a block of
+    // 128, k in ranges (and in one, K 512).
     for (int group : {32, 64, 128})
-      for (const S& s : {S{1, 1024, 300}, S{2, 2048, 130}, S{3, 1024, 300}, S{16, 1024, 513},
-                         S{17, 2048, 257}, S{32, 1024, 64}, S{40, 4096, 96}, S{64, 3072, 600}})
+      for (const S& s :
+           {S{1, 1024, 300}, S{2, 2048, 130}, S{3, 1024, 300}, S{8, 2048, 129}, S{16, 1024, 513},
+            S{17, 2048, 257}, S{32, 1024, 64}, S{40, 4096, 96}, S{64, 3072, 600}, S{5, 512, 300}})
         cases.push_back(quantized_linear_case(4, group, DType::BF16, s.T, s.K, s.N, s.T % 2 == 0, seed++));
   } else if (op == "attention") {
     std::vector<AttnShape> shapes = {
