@@ -7,6 +7,9 @@
 
 #include "backend/cuda_loader.h"
 #include "core/error.h"
+#include "io/hf_config.h"
+#include "io/mlx_quant.h"
+#include "io/safetensors.h"
 
 namespace tessera::app {
 
@@ -25,8 +28,8 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
   app.add_flag(
       "--keep-quantized", o.keep_quantized,
       "On a GPU, keep MLX-quantized weights as their codes (about a quarter of 16-bit weights' memory; "
-      "4-bit codes decode a few sequences faster, many slower, prompts slower) instead of widening them to 16 bits at "
-      "load");
+      "4-bit codes decode a few sequences faster, many slower, prompts slower) instead of widening them to "
+      "16 bits at load (kept anyway where the widened weights would not fit)");
 }
 
 void add_sampling_flags(CLI::App& app, SamplingFlags& f) {
@@ -137,13 +140,38 @@ std::string ModelOptions::dir() const {
   return model_dir.empty() ? TESSERA_DEFAULT_MODEL_DIR : model_dir;
 }
 
+namespace {
+
+// A GPU widens MLX codes at load unless told to keep them (--keep-quantized), or unless the
+// widened weights would take more than 90% of its free memory: then it keeps them and says so,
+// where widening would fail or leave no room for the KV cache.
+bool widened_too_large(const std::filesystem::path& dir, Backend& be) {
+  std::optional<MlxQuantization> q = MlxQuantization::from_config(HfConfig::load(dir).raw());
+  if (!q || !be.holds_quantized()) return false;
+  WeightStore weights(dir);
+  weights.set_quantization(std::move(*q), false);
+  const size_t widened = weights.widened_bytes(), free = be.memory_info().free;
+  if (double(widened) <= 0.9 * double(free)) return false;
+  std::fprintf(
+      stderr,
+      "the weights widened to 16 bits (%.1f GiB) would not fit the %.1f GiB free on %s: keeping their "
+      "MLX codes, as --keep-quantized does\n",
+      double(widened) / double(1 << 30), double(free) / double(1 << 30), be.name().c_str());
+  return true;
+}
+
+}  // namespace
+
 LoadedRuntime load_runtime(const ModelOptions& o) {
   LoadedRuntime rt;
   rt.backend = make_backend(o);
   std::filesystem::path dir = o.dir();
   auto t0 = std::chrono::steady_clock::now();
-  // The CPU computes with the codes; a GPU widens them at load unless told to keep them.
-  rt.loaded = load_model(dir, *rt.backend, o.keep_quantized || rt.backend->device() == Device::CPU);
+  // The CPU computes with the codes; a GPU widens them at load unless told to keep them, or they
+  // would not fit widened.
+  const bool keep =
+      o.keep_quantized || rt.backend->device() == Device::CPU || widened_too_large(dir, *rt.backend);
+  rt.loaded = load_model(dir, *rt.backend, keep);
   rt.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rt.weight_bytes = rt.loaded.weights->total_bytes();
   rt.kv_cache_dtype = resolve_kv_cache_dtype(o.kv_cache_dtype, *rt.loaded.weights, rt.backend->device());

@@ -136,18 +136,25 @@ Tensor WeightStore::stored(const std::string& name) const {
   return it->second->get(name);
 }
 
+std::optional<std::string> WeightStore::quantized_layer(const std::string& name) const {
+  if (name.size() <= 7 || !name.ends_with(".weight")) return std::nullopt;
+  std::string layer = name.substr(0, name.size() - 7);
+  if (!has(layer + ".scales")) return std::nullopt;
+  return layer;
+}
+
 Tensor WeightStore::get(const std::string& name) const {
   Tensor t = stored(name);
-  const std::string suffix = ".weight";
-  const bool weight =
-      name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  const std::string layer = weight ? name.substr(0, name.size() - suffix.size()) : name;
-  if (!weight || !has(layer + ".scales")) {
+  const std::optional<std::string> quantized = quantized_layer(name);
+  if (!quantized) {
+    const std::string layer =
+        name.size() > 7 && name.ends_with(".weight") ? name.substr(0, name.size() - 7) : name;
     TESSERA_CHECK(t.dtype() != DType::U32,
                   "tensor \"" + name + "\" holds quantized codes (U32) but \"" + layer +
                       ".scales\" is missing, or config.json has no \"quantization\"");
     return t;
   }
+  const std::string& layer = *quantized;
   std::optional<MlxQuantization::Params> p = quant_ ? quant_->of(layer) : std::nullopt;
   TESSERA_CHECK(p.has_value(), "layer \"" + layer +
                                    "\" is stored quantized, but config.json's \"quantization\" " +
@@ -172,6 +179,27 @@ std::vector<std::string> WeightStore::names() const {
 size_t WeightStore::total_bytes() const {
   size_t n = 0;
   for (auto& [k, f] : where_) n += f->get(k).nbytes();
+  return n;
+}
+
+size_t WeightStore::widened_bytes() const {
+  size_t n = 0;
+  for (auto& [name, f] : where_) {
+    const std::optional<std::string> layer = quantized_layer(name);
+    std::optional<MlxQuantization::Params> p = layer && quant_ ? quant_->of(*layer) : std::nullopt;
+    if (p) {
+      const Tensor scales = stored(*layer + ".scales");
+      n += size_t(mlx_quantized(f->get(name), scales, stored(*layer + ".biases"), *p, *layer).numel()) *
+           dtype_size(scales.dtype());
+      continue;
+    }
+    // A quantized layer's scales and biases are inside its widened weight.
+    if (name.ends_with(".scales") || name.ends_with(".biases")) {
+      const std::string base = name.substr(0, name.size() - 7);
+      if (quant_ && quant_->of(base) && quantized_layer(base + ".weight")) continue;
+    }
+    n += f->get(name).nbytes();
+  }
   return n;
 }
 

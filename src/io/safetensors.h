@@ -58,8 +58,14 @@ class WeightStore {
   Tensor get(const std::string& name, const Shape& expected) const;
   std::vector<std::string> names() const;
   size_t total_bytes() const;
+  // The bytes of the weights with every quantized layer widened to its scales' dtype (as get()
+  // returns them where the quantization is not kept), its scales and biases inside them.
+  size_t widened_bytes() const;
 
  private:
+  // "L" for a name "L.weight" stored with "L.scales" beside it (a quantized layer), else nullopt.
+  std::optional<std::string> quantized_layer(const std::string& name) const;
+
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const SafetensorsFile*> where_;
   std::optional<MlxQuantization> quant_;

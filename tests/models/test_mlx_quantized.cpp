@@ -181,6 +181,16 @@ void expect_same_model(Pair& pair) {
   const auto quantization = MlxQuantization::from_config(pair.config());
   kept.set_quantization(*quantization, true);
   dequantized.set_quantization(*quantization, false);
+  // What the weights take widened (the apps keep the codes on a GPU where it would not fit): each
+  // quantized layer's bf16 values, and every other tensor as stored.
+  size_t widened = 0;
+  for (const auto& [name, t] : pair.q) {
+    const std::string layer = name.substr(0, name.rfind('.'));
+    if (!pair.layers.count(layer)) widened += t.nbytes();
+  }
+  for (const auto& [layer, x] : pair.layers) widened += x.dequantized.nbytes();
+  EXPECT_EQ(dequantized.widened_bytes(), widened);
+  EXPECT_LT(kept.total_bytes(), widened);
   for (const auto& [layer, x] : pair.layers) {
     const Tensor k = kept.get(layer + ".weight"), d = dequantized.get(layer + ".weight");
     ASSERT_TRUE(k.quantization()) << layer;
