@@ -196,7 +196,7 @@ size_t WeightStore::widened_bytes() const {
     // A quantized layer's scales and biases are inside its widened weight.
     if (name.ends_with(".scales") || name.ends_with(".biases")) {
       const std::string base = name.substr(0, name.size() - 7);
-      if (quant_ && quant_->of(base) && quantized_layer(base + ".weight")) continue;
+      if (has(base + ".weight") && quantized_layer(base + ".weight") && quant_ && quant_->of(base)) continue;
     }
     n += f->get(name).nbytes();
   }
