@@ -7,9 +7,6 @@
 
 #include "backend/cuda_loader.h"
 #include "core/error.h"
-#include "io/hf_config.h"
-#include "io/mlx_quant.h"
-#include "io/safetensors.h"
 
 namespace tessera::app {
 
@@ -142,21 +139,18 @@ std::string ModelOptions::dir() const {
 
 namespace {
 
-// A GPU widens MLX codes at load unless told to keep them (--keep-quantized), or unless the
-// widened weights would take more than 90% of its free memory: then it keeps them and says so,
-// where widening would fail or leave no room for the KV cache.
+// A GPU widens MLX codes at load unless told to keep them (--keep-quantized), or unless they
+// would not fit widened (models/model.h's widened_past): then it keeps them and says so.
 bool widened_too_large(const std::filesystem::path& dir, Backend& be) {
-  std::optional<MlxQuantization> q = MlxQuantization::from_config(HfConfig::load(dir).raw());
-  if (!q || !be.holds_quantized()) return false;
-  WeightStore weights(dir);
-  weights.set_quantization(std::move(*q), false);
-  const size_t widened = weights.widened_bytes(), free = be.memory_info().free;
-  if (double(widened) <= 0.9 * double(free)) return false;
+  if (!be.holds_quantized()) return false;
+  const size_t free = be.memory_info().free;
+  const std::optional<size_t> widened = widened_past(dir, free);
+  if (!widened) return false;
   std::fprintf(
       stderr,
       "the weights widened to 16 bits (%.1f GiB) would not fit the %.1f GiB free on %s: keeping their "
       "MLX codes, as --keep-quantized does\n",
-      double(widened) / double(1 << 30), double(free) / double(1 << 30), be.name().c_str());
+      double(*widened) / double(1 << 30), double(free) / double(1 << 30), be.name().c_str());
   return true;
 }
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "io/hf_config.h"
@@ -40,6 +41,10 @@ struct LoadedModel {
 // keep_quantized: an MLX-quantized checkpoint's layers stay codes where the backend computes with
 // them (Backend::holds_quantized); false dequantizes them to their scales' dtype as they load.
 LoadedModel load_model(const std::filesystem::path& dir, Backend& be, bool keep_quantized = true);
+// An MLX-quantized checkpoint's weights widened to their scales' dtype, in bytes, where that is
+// more than 90% of free_bytes (a GPU then keeps the codes rather than fail, or leave no room for
+// the KV cache); nullopt where it is not, and for checkpoints that are not quantized.
+std::optional<size_t> widened_past(const std::filesystem::path& dir, size_t free_bytes);
 // Registry of architectures (models/registry.cpp); aliases map e.g. mistral -> llama.
 const ModelFactory* find_architecture(const std::string& model_type, std::string* resolved = nullptr);
 std::vector<std::string> supported_architectures();

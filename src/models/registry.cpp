@@ -70,4 +70,14 @@ LoadedModel load_model(const std::filesystem::path& dir, Backend& be, bool keep_
   return m;
 }
 
+std::optional<size_t> widened_past(const std::filesystem::path& dir, size_t free_bytes) {
+  std::optional<MlxQuantization> q = MlxQuantization::from_config(HfConfig::load(dir).raw());
+  if (!q) return std::nullopt;
+  WeightStore weights(dir);
+  weights.set_quantization(std::move(*q), false);
+  const size_t widened = weights.widened_bytes();
+  if (double(widened) <= 0.9 * double(free_bytes)) return std::nullopt;
+  return widened;
+}
+
 }  // namespace tessera

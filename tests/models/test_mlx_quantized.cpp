@@ -191,6 +191,9 @@ void expect_same_model(Pair& pair) {
   for (const auto& [layer, x] : pair.layers) widened += x.dequantized.nbytes();
   EXPECT_EQ(dequantized.widened_bytes(), widened);
   EXPECT_LT(kept.total_bytes(), widened);
+  EXPECT_EQ(widened_past(pair.quantized(), widened), widened);  // past 90% of the free memory
+  EXPECT_EQ(widened_past(pair.quantized(), 2 * widened), std::nullopt);
+  EXPECT_EQ(widened_past(pair.plain(), 1), std::nullopt);  // not quantized
   for (const auto& [layer, x] : pair.layers) {
     const Tensor k = kept.get(layer + ".weight"), d = dequantized.get(layer + ".weight");
     ASSERT_TRUE(k.quantization()) << layer;
