@@ -136,10 +136,18 @@ Tensor WeightStore::stored(const std::string& name) const {
   return it->second->get(name);
 }
 
+namespace {
+
+// "L" for a name "L.weight", else the name.
+std::string layer_of(const std::string& name) {
+  return name.size() > 7 && name.ends_with(".weight") ? name.substr(0, name.size() - 7) : name;
+}
+
+}  // namespace
+
 std::optional<std::string> WeightStore::quantized_layer(const std::string& name) const {
-  if (name.size() <= 7 || !name.ends_with(".weight")) return std::nullopt;
-  std::string layer = name.substr(0, name.size() - 7);
-  if (!has(layer + ".scales")) return std::nullopt;
+  std::string layer = layer_of(name);
+  if (layer == name || !has(layer + ".scales")) return std::nullopt;
   return layer;
 }
 
@@ -147,8 +155,7 @@ Tensor WeightStore::get(const std::string& name) const {
   Tensor t = stored(name);
   const std::optional<std::string> quantized = quantized_layer(name);
   if (!quantized) {
-    const std::string layer =
-        name.size() > 7 && name.ends_with(".weight") ? name.substr(0, name.size() - 7) : name;
+    const std::string layer = layer_of(name);
     TESSERA_CHECK(t.dtype() != DType::U32,
                   "tensor \"" + name + "\" holds quantized codes (U32) but \"" + layer +
                       ".scales\" is missing, or config.json has no \"quantization\"");

@@ -18,6 +18,8 @@
 //    tile 318 / 2,159; shifts 345 / 2,320; one lop3 a pair 351 / 2,359.
 //  - Ranges of k write their sums to a scratch [splits, T, N], added in a fixed order afterwards.
 #include <algorithm>
+#include <type_traits>
+#include <utility>
 
 #include "backend/cuda/attention_tc.cuh"
 #include "backend/cuda/check.h"
@@ -282,12 +284,19 @@ int resident_blocks() {
   return blocks;
 }
 
+// f(std::integral_constant<int, kNT>) for the token tiles that T tokens take: 1 up to 8 tokens,
+// then 2, 4, 8 up to 64.
+template <class F>
+auto with_tiles(int64_t T, F f) {
+  if (T <= 8) return f(std::integral_constant<int, 1>{});
+  if (T <= 16) return f(std::integral_constant<int, 2>{});
+  if (T <= 32) return f(std::integral_constant<int, 4>{});
+  return f(std::integral_constant<int, 8>{});
+}
+
 // Blocks the GPU runs at once, and rows a block, for T tokens.
 std::pair<int64_t, int64_t> blocks_for(int64_t T) {
-  if (T <= 8) return {resident_blocks<1>(), kRowsFor<1>};
-  if (T <= 16) return {resident_blocks<2>(), kRowsFor<2>};
-  if (T <= 32) return {resident_blocks<4>(), kRowsFor<4>};
-  return {resident_blocks<8>(), kRowsFor<8>};
+  return with_tiles(T, [](auto nt) { return std::pair<int64_t, int64_t>{resident_blocks<nt()>(), kRowsFor<nt()>}; });
 }
 
 template <int kNT>
@@ -327,15 +336,7 @@ void qmma(const float* x, void* x16, const QuantizedMatrix& w, const StackedPart
   auto* xp = static_cast<__nv_bfloat16*>(x16);
   launch_dependent(pack_x_kernel, dim3(unsigned((pairs + 255) / 256)), dim3(256), 0, s, x, pairs, xp);
   check_launch("qmma pack");
-  const int Ti = int(T);
-  if (T <= 8)
-    launch<1>(xp, Ti, w, N, K, splits, part, s);
-  else if (T <= 16)
-    launch<2>(xp, Ti, w, N, K, splits, part, s);
-  else if (T <= 32)
-    launch<4>(xp, Ti, w, N, K, splits, part, s);
-  else
-    launch<8>(xp, Ti, w, N, K, splits, part, s);
+  with_tiles(T, [&](auto nt) { launch<nt()>(xp, int(T), w, N, K, splits, part, s); });
   check_launch("qmma");
   const int64_t n = T * N;
   launch_dependent(qmma_sum_kernel, dim3(unsigned((n + 255) / 256)), dim3(256), 0, s, part, splits, T, N, g);
