@@ -68,6 +68,12 @@ run() {
   "$bin/test_backend_ops" 2>&1 | tee "$log_dir/test_backend_ops.log" || status=1
   # MLX-quantized fixture checkpoints with their codes kept on the GPU, against their f32 values.
   "$bin/test_models" --gtest_filter='MlxQuantized.*' 2>&1 | tee "$log_dir/test_models_quantized.log" || status=1
+  # The same products with 8-bit codes on the tensor cores (quantized_mma.cu; off by default until
+  # these have passed on a GPU).
+  TESSERA_CUDA_QMMA8=1 "$bin/test_backend_ops" --gtest_filter='*cuda_linear' 2>&1 |
+    tee "$log_dir/test_backend_ops_qmma8.log" || status=1
+  TESSERA_CUDA_QMMA8=1 "$bin/test_models" --gtest_filter='MlxQuantized.*' 2>&1 |
+    tee "$log_dir/test_models_quantized_qmma8.log" || status=1
   # The whole binary on the GPU: the bundled f32 model's greedy text equals the CPU backend's.
   local gen=(generate -m "$repo/models/tessera-kjv" -p "Genesis 1:1 In the beginning" -n 48 --temperature 0)
   "$bin/tessera" "${gen[@]}" --device cuda >"$log_dir/generate_cuda.txt" 2>"$log_dir/generate_cuda.err" || status=1
@@ -126,6 +132,13 @@ run() {
   "$bin/bench_engine" --model "$q4" --batches 1,8,32 --gen 64 >"$log_dir/bench_engine_q4.log" 2>&1 || status=1
   TESSERA_CUDA_QGEMV=0 "$bin/bench_engine" --model "$q4" --batches 1,8 --gen 32 \
     >"$log_dir/bench_engine_q4_widened.log" 2>&1 || status=1
+  # 8-bit codes (8.5 GB written once): qgemv to 2 tokens, then widened; then on the tensor cores.
+  local q8
+  "$bin/bench_load" --bits 8 --write-only 2>&1 | tee "$log_dir/bench_load_q8.log" || status=1
+  q8=$(checkpoint_in "$log_dir/bench_load_q8.log" /tmp/tessera-bench-load-8b-q8)
+  "$bin/bench_engine" --model "$q8" --batches 1,2,8,32 --gen 64 >"$log_dir/bench_engine_q8.log" 2>&1 || status=1
+  TESSERA_CUDA_QMMA8=1 "$bin/bench_engine" --model "$q8" --batches 1,2,8,32 --gen 64 \
+    >"$log_dir/bench_engine_q8_qmma.log" 2>&1 || status=1
   # A mixture of experts (Qwen3-30B-A3B shape, 12 of its 48 layers, 16 GB written once): routing
   # and experts on the GPU, then for comparison the GEMV form alone (TESSERA_CUDA_MOE_TILES=0: no
   # tensor-core tiles, prompts past 512 tokens grouped on the host) and the host grouping for all
@@ -152,6 +165,9 @@ run() {
   echo "8B shape, 4-bit MLX codes (bench_engine --batches 1,8,32 --gen 64; then every product widened):"
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q4.log" | head -n 5
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q4_widened.log" | head -n 4
+  echo "8B shape, 8-bit MLX codes (bench_engine --batches 1,2,8,32 --gen 64; then TESSERA_CUDA_QMMA8=1):"
+  awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q8.log" | head -n 5
+  awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q8_qmma.log" | head -n 5
   echo "Qwen3-30B-A3B shape, 12 layers (bench_engine --batches 1,8,32,64,128 --gen 64; then the GEMV form alone; then grouped on the host):"
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_moe.log" | head -n 6
   grep -h '^scoring' "$log_dir/bench_engine_moe.log"

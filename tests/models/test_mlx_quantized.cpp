@@ -236,13 +236,22 @@ TEST(MlxQuantized, ComputesWithItsCodes) {
   EXPECT_THROW(load_test_model(pair.quantized()), Error);
 }
 
-// A model wide enough for the GPU's tensor-core product on codes (4 bits, bf16 scales, rows a
-// multiple of 256 and of 8 groups long): every product of its 1-, 8- and 40-token prompts,
-// the tied LM head's too, takes that path, where the fixtures above are too narrow for it.
+// A model wide enough for the GPU's tensor-core product on codes (4 bits, or 8 as its MLPs' third
+// projections and layer 0's first two are, bf16 scales, rows a multiple of 8 groups and of 256
+// or 128 long): every product of its 1-, 8- and 40-token prompts, the tied LM head's too, takes
+// that path, where the fixtures above are too narrow for it.
 TEST(MlxQuantized, WideEnoughForTheTensorCores) {
   const int64_t hidden = 256, heads = 8, kv_heads = 2, head_dim = 64, inner = 768, layers = 2, vocab = 384;
   const std::string o_proj = "model.layers.1.self_attn.o_proj";  // K = 512: groups of 64 fit it
-  Pair pair("llama", {{"group_size", 32}, {"bits", 4}, {o_proj, {{"group_size", 64}, {"bits", 4}}}},
+  const nlohmann::json eight = {{"group_size", 32}, {"bits", 8}};
+  Pair pair("llama",
+            {{"group_size", 32},
+             {"bits", 4},
+             {o_proj, {{"group_size", 64}, {"bits", 4}}},
+             {"model.layers.0.mlp.gate_proj", eight},
+             {"model.layers.0.mlp.up_proj", eight},
+             {"model.layers.0.mlp.down_proj", eight},
+             {"model.layers.1.mlp.down_proj", eight}},
             {{"hidden_size", hidden},
              {"num_attention_heads", heads},
              {"num_key_value_heads", kv_heads},
