@@ -144,7 +144,8 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
   for (int i = 0; i < kCodeItems; ++i) {
     const int r = tid / 8 + 32 * i, p = tid % 8;
     code_live[i] = row0 + r < N;
-    code_src[i] = reinterpret_cast<const unsigned char*>(w.codes) + (code_live[i] ? row0 + r : 0) * (K * kBits / 8) + p * 16;
+    code_src[i] = reinterpret_cast<const unsigned char*>(w.codes) +
+                  (code_live[i] ? row0 + r : 0) * (K * kBits / 8) + p * 16;
     code_dst[i] = r * 128 + (p ^ ((r & 1) << 2)) * 16;
   }
   const __nv_bfloat16* scale_src[kScaleItems];
@@ -323,7 +324,8 @@ int resident_blocks() {
   static const int blocks = [] {
     auto kernel = qmma_kernel<kBits, kNT>;
     constexpr size_t smem = kSmemBytes<kBits, kNT>;
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)), "qmma shared memory");
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+          "qmma shared memory");
     int dev = 0, sms = 0, per_sm = 0;
     check(cudaGetDevice(&dev), "qmma device");
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "qmma SM count");
@@ -370,12 +372,14 @@ bool eight_bits_on() {
 }  // namespace
 
 bool qmma_applies(const QuantizedMatrix& w, int64_t T, int64_t K) {
+  const bool four = w.bits == 4 && w.scale_dtype == DType::BF16;
+  const bool eight =
+      w.bits == 8 && eight_bits_on() && (w.scale_dtype == DType::BF16 || w.scale_dtype == DType::F16);
+  if (!four && !eight) return false;
+  const int64_t stage_k = four ? kStageK<4> : kStageK<8>;
   const bool groups_ok = (w.group_size == 32 || w.group_size == 64 || w.group_size == 128) &&
-                         K % (1024 / std::max(w.bits, 1)) == 0 && (K / w.group_size) % 8 == 0;
-  const bool scales_ok = w.bits == 4 ? w.scale_dtype == DType::BF16
-                                     : w.bits == 8 && eight_bits_on() &&
-                                           (w.scale_dtype == DType::BF16 || w.scale_dtype == DType::F16);
-  return T >= 1 && T <= kQmmaMaxTokens && scales_ok && groups_ok && aligned16(w.codes) && aligned16(w.scales) &&
+                         K % stage_k == 0 && (K / w.group_size) % 8 == 0;
+  return T >= 1 && T <= kQmmaMaxTokens && groups_ok && aligned16(w.codes) && aligned16(w.scales) &&
          aligned16(w.biases) && compute_capability().first >= 8;
 }
 
