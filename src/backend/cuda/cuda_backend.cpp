@@ -780,11 +780,11 @@ class CudaBackend final : public Backend {
   }
 
   // Products with quantized weights, f32 x and out, the whole group in one launch where it is
-  // stacked: up to kQmmaMaxTokens (4 bits with bf16 scales, 8 bits with 16-bit ones) qmma reads the
-  // codes once for the tensor cores; else up to kQgemvMaxTokens tokens (4 or 8 bits) qgemv does.
-  // Else each stacked group (or weight) is widened to its scales' dtype into scratch and multiplied
-  // as a 16-bit (or f32) weight, through the paths above. TESSERA_CUDA_QGEMV=0 widens for every
-  // product.
+  // stacked: up to kQmmaMaxTokens (4 bits with bf16 scales; 8 bits with 16-bit ones where switched
+  // on) qmma reads the codes once for the tensor cores; else up to kQgemvMaxTokens tokens (4 or 8
+  // bits) qgemv does. Else each stacked group (or weight) is widened to its scales' dtype into
+  // scratch and multiplied as a 16-bit (or f32) weight, through the paths above.
+  // TESSERA_CUDA_QGEMV=0 widens for every product.
   void quantized_linear_group(const Tensor& x, std::span<const LinearPart> parts) {
     const LinearPart& first = parts.front();
     const int64_t K = x.dim(-1), T = K ? x.numel() / K : 0;
