@@ -68,11 +68,11 @@ run() {
   "$bin/test_backend_ops" 2>&1 | tee "$log_dir/test_backend_ops.log" || status=1
   # MLX-quantized fixture checkpoints with their codes kept on the GPU, against their f32 values.
   "$bin/test_models" --gtest_filter='MlxQuantized.*' 2>&1 | tee "$log_dir/test_models_quantized.log" || status=1
-  # The same products with 8-bit codes on the tensor cores (quantized_mma.cu; off by default until
-  # these have passed on a GPU).
-  TESSERA_CUDA_QMMA8=1 "$bin/test_backend_ops" --gtest_filter='*cuda_linear' 2>&1 |
+  # The same with every form of qmma on (8-bit codes, f16 scales: quantized_mma.cu; off by default
+  # until these have passed on a GPU).
+  TESSERA_CUDA_QMMA_ALL=1 "$bin/test_backend_ops" --gtest_filter='*cuda_linear' 2>&1 |
     tee "$log_dir/test_backend_ops_qmma8.log" || status=1
-  TESSERA_CUDA_QMMA8=1 "$bin/test_models" --gtest_filter='MlxQuantized.*' 2>&1 |
+  TESSERA_CUDA_QMMA_ALL=1 "$bin/test_models" --gtest_filter='MlxQuantized.*' 2>&1 |
     tee "$log_dir/test_models_quantized_qmma8.log" || status=1
   # The whole binary on the GPU: the bundled f32 model's greedy text equals the CPU backend's.
   local gen=(generate -m "$repo/models/tessera-kjv" -p "Genesis 1:1 In the beginning" -n 48 --temperature 0)
@@ -137,7 +137,7 @@ run() {
   "$bin/bench_load" --bits 8 --write-only 2>&1 | tee "$log_dir/bench_load_q8.log" || status=1
   q8=$(checkpoint_in "$log_dir/bench_load_q8.log" /tmp/tessera-bench-load-8b-q8)
   "$bin/bench_engine" --model "$q8" --batches 1,2,8,32 --gen 64 >"$log_dir/bench_engine_q8.log" 2>&1 || status=1
-  TESSERA_CUDA_QMMA8=1 "$bin/bench_engine" --model "$q8" --batches 1,2,8,32 --gen 64 \
+  TESSERA_CUDA_QMMA_ALL=1 "$bin/bench_engine" --model "$q8" --batches 1,2,8,32 --gen 64 \
     >"$log_dir/bench_engine_q8_qmma.log" 2>&1 || status=1
   rm -rf "$q4" "$q8"  # quick to write again; the disk then holds the MoE checkpoint beside the others
   # A mixture of experts (Qwen3-30B-A3B shape, 12 of its 48 layers, 16 GB written once): routing
@@ -166,7 +166,7 @@ run() {
   echo "8B shape, 4-bit MLX codes (bench_engine --batches 1,8,32 --gen 64; then every product widened):"
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q4.log" | head -n 5
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q4_widened.log" | head -n 4
-  echo "8B shape, 8-bit MLX codes (bench_engine --batches 1,2,8,32 --gen 64; then TESSERA_CUDA_QMMA8=1):"
+  echo "8B shape, 8-bit MLX codes (bench_engine --batches 1,2,8,32 --gen 64; then TESSERA_CUDA_QMMA_ALL=1):"
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q8.log" | head -n 5
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q8_qmma.log" | head -n 5
   echo "Qwen3-30B-A3B shape, 12 layers (bench_engine --batches 1,8,32,64,128 --gen 64; then the GEMV form alone; then grouped on the host):"

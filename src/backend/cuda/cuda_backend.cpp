@@ -780,7 +780,7 @@ class CudaBackend final : public Backend {
   }
 
   // Products with quantized weights, f32 x and out, the whole group in one launch where it is
-  // stacked: up to kQmmaMaxTokens (4 bits with bf16 scales; 8 bits with 16-bit ones where switched
+  // stacked: up to kQmmaMaxTokens (4 bits with bf16 scales; 8 bits and f16 scales where switched
   // on) qmma reads the codes once for the tensor cores; else up to kQgemvMaxTokens tokens (4 or 8
   // bits) qgemv does. Else each stacked group (or weight) is widened to its scales' dtype into
   // scratch and multiplied as a 16-bit (or f32) weight, through the paths above.
@@ -820,9 +820,9 @@ class CudaBackend final : public Backend {
       }
       const bool mma = qgemv_on_ && cuda::qmma_applies(w0, T, K);
       if (mma) {
-        Tensor x16 = empty(DType::BF16, {T, K});
+        Tensor x16 = empty(w0.scale_dtype, {T, K});
         const int64_t N = g.rows_end[g.count - 1];
-        const int splits = cuda::qmma_splits(w0.bits, T, N, K);
+        const int splits = cuda::qmma_splits(w0, T, N, K);
         Tensor part = empty(DType::F32, {splits, T, N});
         cuda::qmma(ptr(x), x16.raw(), w0, g, T, K, ptr(part), splits, stream_);
       }

@@ -1,17 +1,18 @@
-// qmma: the products of 1-64 tokens with 4- or 8-bit MLX codes (16-bit scales and biases) on the
-// tensor cores (mma.sync m16n8k16, sm_80+), reading the codes once. 8-bit codes only where
-// TESSERA_CUDA_QMMA8=1, until that form has run on a GPU (eight_bits_on).
+// qmma: the products of 1-64 tokens with 4- or 8-bit MLX codes (bf16 or f16 scales and biases) on
+// the tensor cores (mma.sync m16n8k16, sm_80+), reading the codes once, in the scales' 16-bit type
+// as the widened weights would be. 4-bit codes with bf16 scales always; the other forms only where
+// TESSERA_CUDA_QMMA_ALL=1, until they have run on a GPU (all_forms_on).
 //  - A block of 8 warps takes 128 weight rows (256 past 32 tokens) over a range of k. Its codes,
 //    scales and biases and the matching x come through a ring of shared-memory stages of a row's
 //    128-byte line of codes (256 k of 4 bits, 128 of 8) by cp.async, two stages in flight, so that
 //    the weights stream at memory speed. A warp takes 32 rows (two m16 tiles); of 128 rows, warps
 //    w and w + 4 each take one half of every stage, and their sums meet once at the end.
-//  - A lane widens its codes to bf16 fragments in registers. 4 bits (bf16 scales): a word's
-//    nibbles j and j + 4, masked in place into the mantissas of a pair of 128s, less 128, are two
-//    codes exactly; times the group's scale plus its bias is one rounding, as the host's widening
-//    to bf16. 8 bits (bf16 or f16 scales): a byte set into the mantissa of 2^23 (one prmt), less
-//    2^23, is its code as an f32, then scale * q + bias in f32 and one rounding to bf16, as the
-//    host widens.
+//  - A lane widens its codes to 16-bit fragments in registers: a word's nibbles j and j + 4 (4
+//    bits), or two of its bytes (8 bits, f16), masked in place into the mantissas of a pair of 128s
+//    (bf16) or 1024s (f16), less that number, are two codes exactly; times the group's scale plus
+//    its bias is one rounding, as the host's widening. 8 bits in bf16 (whose 8 bits of precision
+//    cannot hold 128 + q): a byte set into the mantissa of 2^23 (one prmt), less 2^23, is its code
+//    as an f32, then scale * q + bias in f32 and one rounding to bf16.
 //  - The mma's k order is free as long as both operands follow it: lane c takes a half's 16 bytes
 //    from byte 16 c (one read: 32 codes of 4 bits, 16 of 8), and x is packed (pack_x_kernel) so
 //    that ldmatrix hands each lane the activations of the same k in the same order.
@@ -62,26 +63,48 @@ struct Stage {
 // Ring stages: three (two blocks an SM up to 32 tokens, one at 64).
 constexpr int kStages = 3;
 
-// Nibbles j and j + 4 of w (shift 4 j) as a bf16 pair (lower element low), times s plus b.
-__device__ __forceinline__ uint32_t widen_nibbles(uint32_t w, int shift, __nv_bfloat162 s, __nv_bfloat162 b) {
-  // (w >> shift) & mask | 128s: 128 + q, exact in bf16. One lop3 with both constants in
-  // registers; written in C++ it becomes two, as an instruction takes one immediate.
-  uint32_t v;
-  const uint32_t k128 = 0x43004300u;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(v) : "r"(w >> shift), "r"(0x000F000Fu), "r"(k128));
-  const __nv_bfloat162 q =
-      __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&v), *reinterpret_cast<const __nv_bfloat162*>(&k128));
-  const __nv_bfloat162 r = __hfma2(q, s, b);
-  return *reinterpret_cast<const uint32_t*>(&r);
+// The products run in the scales' 16-bit type H (bf16 or f16), as the widened weights would; H2
+// holds a pair.
+template <class H>
+constexpr bool kF16 = std::is_same_v<H, __half>;
+template <class H>
+using H2 = std::conditional_t<kF16<H>, __half2, __nv_bfloat162>;
+
+template <class P>
+__device__ __forceinline__ uint32_t bits_of(P v) {
+  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// Bytes i and i + 1 of w as a bf16 pair (lower element low), times s plus b.
-__device__ __forceinline__ uint32_t widen_bytes(uint32_t w, int i, float s, float b) {
-  // Byte i into the mantissa of 2^23 (0x4B000000): 2^23 + q, exact; less 2^23 it is q.
-  const float lo = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440 + i)) - 8388608.0f;
-  const float hi = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7441 + i)) - 8388608.0f;
-  const __nv_bfloat162 r = __floats2bfloat162_rn(fmaf(s, lo, b), fmaf(s, hi, b));
-  return *reinterpret_cast<const uint32_t*>(&r);
+// Nibbles j and j + 4 of w (shift 4 j) as an H pair (lower element low), times s plus b.
+template <class H>
+__device__ __forceinline__ uint32_t widen_nibbles(uint32_t w, int shift, H2<H> s, H2<H> b) {
+  // (w >> shift) & mask | a pair of 128s (bf16) or 1024s (f16): that number + q, exact. One lop3
+  // with both constants in registers; written in C++ it becomes two, as an instruction takes one
+  // immediate. Less the number, times s plus b, is one rounding, as the host widens.
+  uint32_t v;
+  const uint32_t magic = kF16<H> ? 0x64006400u : 0x43004300u;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(v) : "r"(w >> shift), "r"(0x000F000Fu), "r"(magic));
+  const H2<H> q = __hsub2(*reinterpret_cast<const H2<H>*>(&v), *reinterpret_cast<const H2<H>*>(&magic));
+  return bits_of(__hfma2(q, s, b));
+}
+
+// Bytes i and i + 1 of w as an H pair (lower element low), times s plus b (f32 for bf16, whose 8
+// bits cannot hold 128 + q).
+template <class H, class S>
+__device__ __forceinline__ uint32_t widen_bytes(uint32_t w, int i, S s, S b) {
+  if constexpr (kF16<H>) {
+    // Bytes i and i + 1 into the mantissas of a pair of 1024s: 1024 + q, exact in f16.
+    const uint32_t v = __byte_perm(w, 0x64646464u, 0x4040 + i + ((i + 1) << 8));
+    const uint32_t magic = 0x64006400u;
+    const __half2 q =
+        __hsub2(*reinterpret_cast<const __half2*>(&v), *reinterpret_cast<const __half2*>(&magic));
+    return bits_of(__hfma2(q, s, b));
+  } else {
+    // Byte i into the mantissa of 2^23 (0x4B000000): 2^23 + q, exact; less 2^23 it is q.
+    const float lo = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440 + i)) - 8388608.0f;
+    const float hi = __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7441 + i)) - 8388608.0f;
+    return bits_of(__floats2bfloat162_rn(fmaf(s, lo, b), fmaf(s, hi, b)));
+  }
 }
 
 __device__ __forceinline__ uint32_t word_of(const uint4& q, int i) {
@@ -96,8 +119,8 @@ __device__ __forceinline__ uint32_t word_of(const uint4& q, int i) {
 //    and of word 2 (j / 4) + 1 as a2.
 //  - 8 bits: lane c's codes are elements 16 c .. 16 c + 15 (words 4 c .. 4 c + 3); mma j (0-3)
 //    takes bytes 0 and 1 of word j as a0, bytes 2 and 3 as a2.
-template <int kBits>
-__global__ void pack_x_kernel(const float* __restrict__ x, int64_t n_pairs, __nv_bfloat16* __restrict__ out) {
+template <int kBits, class H>
+__global__ void pack_x_kernel(const float* __restrict__ x, int64_t n_pairs, H* __restrict__ out) {
   wait_for_previous();
   allow_next();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -110,14 +133,15 @@ __global__ void pack_x_kernel(const float* __restrict__ x, int64_t n_pairs, __nv
   const int r = kBits == 4 ? 32 * c + 16 * (j / 4) + 8 * s + j % 4 : 16 * c + 4 * j + 2 * s;
   constexpr int apart = kBits == 4 ? 4 : 1;
   const float* src = x + block * kHalf;
-  reinterpret_cast<__nv_bfloat162*>(out)[i] = __floats2bfloat162_rn(src[r], src[r + apart]);
+  if constexpr (kF16<H>) reinterpret_cast<__half2*>(out)[i] = __floats2half2_rn(src[r], src[r + apart]);
+  else reinterpret_cast<__nv_bfloat162*>(out)[i] = __floats2bfloat162_rn(src[r], src[r + apart]);
 }
 
-// part[split][t][n] = x[t, k range] · w[n, k range]ᵀ for T <= 8 kNT tokens (x packed bf16 [T, K]),
+// part[split][t][n] = x[t, k range] · w[n, k range]ᵀ for T <= 8 kNT tokens (x packed H [T, K]),
 // each split `per_split` stages. Grid (row blocks of kRows, splits).
-template <int kBits, int kNT>
+template <int kBits, class H, int kNT>
 __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
-    qmma_kernel(const __nv_bfloat16* __restrict__ x, int T, QuantizedMatrix w, int64_t N, int64_t K,
+    qmma_kernel(const H* __restrict__ x, int T, QuantizedMatrix w, int64_t N, int64_t K,
                 int per_split, float* __restrict__ part) {
   using S = Stage<kBits, kNT>;
   constexpr int kRows = kRowsFor<kNT>, kRowWarps = kRows / 32;
@@ -131,7 +155,6 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
   const int64_t row0 = int64_t(blockIdx.x) * kRows;
   const int gshift = __ffs(w.group_size) - 1;  // groups are 32, 64 or 128: shifts, not divisions
   const int64_t groups = K >> gshift;
-  const bool f16_scales = w.scale_dtype == DType::F16;  // 8 bits: else bf16
 
   // Thread t copies piece t % 8 of rows t / 8 + 32 i, and item t + 256 i of the rows' scales then
   // biases; rows past N are zero-filled, so that their products are 0. Where each comes from and
@@ -213,8 +236,8 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
       // plus the groups before its first element.
       const int sel = int(((st * kStage) >> gshift) & 7) + ((half * kHalf + 128 / kBits * c) >> gshift);
       uint4 q[2][2];
-      // 4 bits: the scales and biases as bf16 pairs; 8 bits: as f32.
-      using Sc = std::conditional_t<kBits == 4, __nv_bfloat162, float>;
+      // The scales and biases as H pairs; 8 bits in bf16: as f32.
+      using Sc = std::conditional_t<kBits == 8 && !kF16<H>, float, H2<H>>;
       Sc sc[2][2], bi[2][2];
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
@@ -224,12 +247,12 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
           q[mt][h] = *reinterpret_cast<const uint4*>(base + r * 128 + ((half * 4 + c) ^ ((r & 1) << 2)) * 16);
           const auto* sp = reinterpret_cast<const __nv_bfloat16*>(base + S::kScales + r * 16);
           const auto* bp = reinterpret_cast<const __nv_bfloat16*>(base + S::kBiases + r * 16);
-          if constexpr (kBits == 4) {
+          if constexpr (kF16<H>) {
+            sc[mt][h] = __half2half2(reinterpret_cast<const __half*>(sp)[sel]);
+            bi[mt][h] = __half2half2(reinterpret_cast<const __half*>(bp)[sel]);
+          } else if constexpr (kBits == 4) {
             sc[mt][h] = __bfloat162bfloat162(sp[sel]);
             bi[mt][h] = __bfloat162bfloat162(bp[sel]);
-          } else if (f16_scales) {
-            sc[mt][h] = __half2float(reinterpret_cast<const __half*>(sp)[sel]);
-            bi[mt][h] = __half2float(reinterpret_cast<const __half*>(bp)[sel]);
           } else {
             sc[mt][h] = __bfloat162float(sp[sel]);
             bi[mt][h] = __bfloat162float(bp[sel]);
@@ -246,15 +269,15 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
           for (int mt = 0; mt < 2; ++mt) {
             if constexpr (kBits == 4) {
               const int wi = 2 * (j / 4), shift = 4 * (j % 4);
-              a[e][mt][0] = widen_nibbles(word_of(q[mt][0], wi), shift, sc[mt][0], bi[mt][0]);
-              a[e][mt][1] = widen_nibbles(word_of(q[mt][1], wi), shift, sc[mt][1], bi[mt][1]);
-              a[e][mt][2] = widen_nibbles(word_of(q[mt][0], wi + 1), shift, sc[mt][0], bi[mt][0]);
-              a[e][mt][3] = widen_nibbles(word_of(q[mt][1], wi + 1), shift, sc[mt][1], bi[mt][1]);
+              a[e][mt][0] = widen_nibbles<H>(word_of(q[mt][0], wi), shift, sc[mt][0], bi[mt][0]);
+              a[e][mt][1] = widen_nibbles<H>(word_of(q[mt][1], wi), shift, sc[mt][1], bi[mt][1]);
+              a[e][mt][2] = widen_nibbles<H>(word_of(q[mt][0], wi + 1), shift, sc[mt][0], bi[mt][0]);
+              a[e][mt][3] = widen_nibbles<H>(word_of(q[mt][1], wi + 1), shift, sc[mt][1], bi[mt][1]);
             } else {
-              a[e][mt][0] = widen_bytes(word_of(q[mt][0], j), 0, sc[mt][0], bi[mt][0]);
-              a[e][mt][1] = widen_bytes(word_of(q[mt][1], j), 0, sc[mt][1], bi[mt][1]);
-              a[e][mt][2] = widen_bytes(word_of(q[mt][0], j), 2, sc[mt][0], bi[mt][0]);
-              a[e][mt][3] = widen_bytes(word_of(q[mt][1], j), 2, sc[mt][1], bi[mt][1]);
+              a[e][mt][0] = widen_bytes<H>(word_of(q[mt][0], j), 0, sc[mt][0], bi[mt][0]);
+              a[e][mt][1] = widen_bytes<H>(word_of(q[mt][1], j), 0, sc[mt][1], bi[mt][1]);
+              a[e][mt][2] = widen_bytes<H>(word_of(q[mt][0], j), 2, sc[mt][0], bi[mt][0]);
+              a[e][mt][3] = widen_bytes<H>(word_of(q[mt][1], j), 2, sc[mt][1], bi[mt][1]);
             }
           }
         }
@@ -266,7 +289,10 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
 #pragma unroll
           for (int e = 0; e < 2; ++e)
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt) tc::mma(acc[mt][nt], a[e][mt], b[2 * e], b[2 * e + 1]);
+            for (int mt = 0; mt < 2; ++mt) {
+              if constexpr (kF16<H>) tc::mma_f16(acc[mt][nt], a[e][mt], b[2 * e], b[2 * e + 1]);
+              else tc::mma(acc[mt][nt], a[e][mt], b[2 * e], b[2 * e + 1]);
+            }
         }
       }
     }
@@ -317,12 +343,12 @@ __global__ void qmma_sum_kernel(const float* __restrict__ part, int splits, int6
 template <int kBits, int kNT>
 constexpr size_t kSmemBytes = size_t(kStages) * Stage<kBits, kNT>::bytes;
 
-// Blocks of the kernel for kBits and kNT that the GPU runs at once (its shared-memory limit raised
-// on first use).
-template <int kBits, int kNT>
+// Blocks of the kernel for kBits, H and kNT that the GPU runs at once (its shared-memory limit
+// raised on first use).
+template <int kBits, class H, int kNT>
 int resident_blocks() {
   static const int blocks = [] {
-    auto kernel = qmma_kernel<kBits, kNT>;
+    auto kernel = qmma_kernel<kBits, H, kNT>;
     constexpr size_t smem = kSmemBytes<kBits, kNT>;
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
           "qmma shared memory");
@@ -335,35 +361,45 @@ int resident_blocks() {
   return blocks;
 }
 
-// f(bits, kNT) as std::integral_constants: the code width (4 or 8), and the token tiles that T
-// tokens take (1 up to 8 tokens, then 2, 4, 8 up to 64).
+template <class H>
+struct TypeTag {
+  using type = H;
+};
+
+// f(bits, h, nt) for w's form: bits (4 or 8) and nt (the token tiles that T tokens take: 1 up to
+// 8 tokens, then 2, 4, 8 up to 64) as std::integral_constants, h a TypeTag of H.
 template <class F>
-auto with_kernel(int bits, int64_t T, F f) {
-  auto tiles = [&](auto b) {
-    if (T <= 8) return f(b, std::integral_constant<int, 1>{});
-    if (T <= 16) return f(b, std::integral_constant<int, 2>{});
-    if (T <= 32) return f(b, std::integral_constant<int, 4>{});
-    return f(b, std::integral_constant<int, 8>{});
+auto with_kernel(const QuantizedMatrix& w, int64_t T, F f) {
+  auto tiles = [&](auto b, auto h) {
+    if (T <= 8) return f(b, h, std::integral_constant<int, 1>{});
+    if (T <= 16) return f(b, h, std::integral_constant<int, 2>{});
+    if (T <= 32) return f(b, h, std::integral_constant<int, 4>{});
+    return f(b, h, std::integral_constant<int, 8>{});
   };
-  return bits == 4 ? tiles(std::integral_constant<int, 4>{}) : tiles(std::integral_constant<int, 8>{});
+  auto types = [&](auto b) {
+    return w.scale_dtype == DType::F16 ? tiles(b, TypeTag<__half>{})
+                                       : tiles(b, TypeTag<__nv_bfloat16>{});
+  };
+  return w.bits == 4 ? types(std::integral_constant<int, 4>{}) : types(std::integral_constant<int, 8>{});
 }
 
-template <int kBits, int kNT>
-void launch(const __nv_bfloat16* x, int T, const QuantizedMatrix& w, int64_t N, int64_t K, int splits,
-            float* part, cudaStream_t s) {
-  resident_blocks<kBits, kNT>();  // raises the shared-memory limit
+template <int kBits, class H, int kNT>
+void launch(const H* x, int T, const QuantizedMatrix& w, int64_t N, int64_t K, int splits, float* part,
+            cudaStream_t s) {
+  resident_blocks<kBits, H, kNT>();  // raises the shared-memory limit
   const int64_t stages = K / kStageK<kBits>;
   const int per_split = int((stages + splits - 1) / splits);
   const dim3 grid(unsigned((N + kRowsFor<kNT> - 1) / kRowsFor<kNT>), unsigned(splits));
-  launch_dependent(qmma_kernel<kBits, kNT>, grid, dim3(kThreads), kSmemBytes<kBits, kNT>, s, x, T, w, N, K,
-                   per_split, part);
+  launch_dependent(qmma_kernel<kBits, H, kNT>, grid, dim3(kThreads), kSmemBytes<kBits, kNT>, s, x, T, w, N,
+                   K, per_split, part);
 }
 
-// 8-bit codes take this path only where TESSERA_CUDA_QMMA8=1: it has not yet been run on a GPU
-// (the harness's 8-bit cases and the model tests with it on), so it stays off until it has.
-bool eight_bits_on() {
+// The forms other than 4-bit codes with bf16 scales (8-bit codes, f16 scales) run only where
+// TESSERA_CUDA_QMMA_ALL=1: they have not yet been run on a GPU (the harness's cases and the model
+// tests with it on), so they stay off until they have.
+bool all_forms_on() {
   static const bool on = [] {
-    const char* env = std::getenv("TESSERA_CUDA_QMMA8");
+    const char* env = std::getenv("TESSERA_CUDA_QMMA_ALL");
     return env && std::string(env) == "1";
   }();
   return on;
@@ -372,22 +408,24 @@ bool eight_bits_on() {
 }  // namespace
 
 bool qmma_applies(const QuantizedMatrix& w, int64_t T, int64_t K) {
-  const bool four = w.bits == 4 && w.scale_dtype == DType::BF16;
-  const bool eight =
-      w.bits == 8 && eight_bits_on() && (w.scale_dtype == DType::BF16 || w.scale_dtype == DType::F16);
-  if (!four && !eight) return false;
-  const int64_t stage_k = four ? kStageK<4> : kStageK<8>;
+  const bool widths_ok = (w.bits == 4 || w.bits == 8) &&
+                         (w.scale_dtype == DType::BF16 || w.scale_dtype == DType::F16) &&
+                         ((w.bits == 4 && w.scale_dtype == DType::BF16) || all_forms_on());
+  if (!widths_ok) return false;
+  const int64_t stage_k = w.bits == 4 ? kStageK<4> : kStageK<8>;
   const bool groups_ok = (w.group_size == 32 || w.group_size == 64 || w.group_size == 128) &&
                          K % stage_k == 0 && (K / w.group_size) % 8 == 0;
   return T >= 1 && T <= kQmmaMaxTokens && groups_ok && aligned16(w.codes) && aligned16(w.scales) &&
          aligned16(w.biases) && compute_capability().first >= 8;
 }
 
-int qmma_splits(int bits, int64_t T, int64_t N, int64_t K) {
+int qmma_splits(const QuantizedMatrix& w, int64_t T, int64_t N, int64_t K) {
   // As many k ranges as fill the blocks the GPU runs at once (at least half of them), each at
   // least two stages long, with none left empty.
-  const auto [resident, rows, stage_k] = with_kernel(bits, T, [](auto b, auto nt) {
-    return std::tuple<int64_t, int64_t, int64_t>{resident_blocks<b(), nt()>(), kRowsFor<nt()>, kStageK<b()>};
+  const auto [resident, rows, stage_k] = with_kernel(w, T, [](auto b, auto h, auto nt) {
+    using H = typename decltype(h)::type;
+    return std::tuple<int64_t, int64_t, int64_t>{resident_blocks<b(), H, nt()>(), kRowsFor<nt()>,
+                                                 kStageK<b()>};
   });
   const int64_t row_blocks = (N + rows - 1) / rows, stages = K / stage_k;
   int64_t splits = std::clamp<int64_t>(resident / row_blocks, 1, std::max<int64_t>(stages / 2, 1));
@@ -398,13 +436,15 @@ int qmma_splits(int bits, int64_t T, int64_t N, int64_t K) {
 void qmma(const float* x, void* x16, const QuantizedMatrix& w, const StackedParts& g, int64_t T, int64_t K,
           float* part, int splits, cudaStream_t s) {
   const int64_t N = g.rows_end[g.count - 1], pairs = T * K / 2;
-  auto* xp = static_cast<__nv_bfloat16*>(x16);
-  const dim3 pack_grid(unsigned((pairs + 255) / 256));
-  if (w.bits == 4) launch_dependent(pack_x_kernel<4>, pack_grid, dim3(256), 0, s, x, pairs, xp);
-  else launch_dependent(pack_x_kernel<8>, pack_grid, dim3(256), 0, s, x, pairs, xp);
-  check_launch("qmma pack");
-  with_kernel(w.bits, T, [&](auto b, auto nt) { launch<b(), nt()>(xp, int(T), w, N, K, splits, part, s); });
-  check_launch("qmma");
+  with_kernel(w, T, [&](auto b, auto h, auto nt) {
+    using H = typename decltype(h)::type;
+    auto* xp = static_cast<H*>(x16);
+    launch_dependent(pack_x_kernel<b(), H>, dim3(unsigned((pairs + 255) / 256)), dim3(256), 0, s, x, pairs,
+                     xp);
+    check_launch("qmma pack");
+    launch<b(), H, nt()>(xp, int(T), w, N, K, splits, part, s);
+    check_launch("qmma");
+  });
   const int64_t n = T * N;
   launch_dependent(qmma_sum_kernel, dim3(unsigned((n + 255) / 256)), dim3(256), 0, s, part, splits, T, N, g);
   check_launch("qmma sum");
