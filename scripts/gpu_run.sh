@@ -71,9 +71,9 @@ run() {
   # The same with every form of qmma on (8-bit codes, f16 scales: quantized_mma.cu; off by default
   # until these have passed on a GPU).
   TESSERA_CUDA_QMMA_ALL=1 "$bin/test_backend_ops" --gtest_filter='*cuda_linear' 2>&1 |
-    tee "$log_dir/test_backend_ops_qmma8.log" || status=1
+    tee "$log_dir/test_backend_ops_qmma_all.log" || status=1
   TESSERA_CUDA_QMMA_ALL=1 "$bin/test_models" --gtest_filter='MlxQuantized.*' 2>&1 |
-    tee "$log_dir/test_models_quantized_qmma8.log" || status=1
+    tee "$log_dir/test_models_quantized_qmma_all.log" || status=1
   # The whole binary on the GPU: the bundled f32 model's greedy text equals the CPU backend's.
   local gen=(generate -m "$repo/models/tessera-kjv" -p "Genesis 1:1 In the beginning" -n 48 --temperature 0)
   "$bin/tessera" "${gen[@]}" --device cuda >"$log_dir/generate_cuda.txt" 2>"$log_dir/generate_cuda.err" || status=1
