@@ -124,7 +124,7 @@ run() {
   "$bin/bench_load" --shape qwen3-4b --write-only 2>&1 | tee "$log_dir/bench_load_qwen3.log" || status=1
   "$bin/bench_engine" --model "$(checkpoint_in "$log_dir/bench_load_qwen3.log" /tmp/tessera-bench-load-qwen3-4b)" \
     --batches 1,8,32 --gen 64 >"$log_dir/bench_engine_qwen3.log" 2>&1 || status=1
-  # MLX-quantized (4-bit, groups of 64) 8B shape, its codes kept on the GPU (4.5 GB, removed after use);
+  # MLX-quantized (4-bit, groups of 64) 8B shape, its codes kept on the GPU (4.5 GB);
   # then with every product widened (TESSERA_CUDA_QGEMV=0: no qgemv, no qmma), as prompts are.
   local q4
   "$bin/bench_load" --bits 4 --write-only 2>&1 | tee "$log_dir/bench_load_q4.log" || status=1
@@ -132,14 +132,22 @@ run() {
   "$bin/bench_engine" --model "$q4" --batches 1,8,32 --gen 64 >"$log_dir/bench_engine_q4.log" 2>&1 || status=1
   TESSERA_CUDA_QGEMV=0 "$bin/bench_engine" --model "$q4" --batches 1,8 --gen 32 \
     >"$log_dir/bench_engine_q4_widened.log" 2>&1 || status=1
-  # 8-bit codes (8.5 GB, removed after use): qgemv to 2 tokens, then widened; then on the tensor cores.
+  # 8-bit codes (8.5 GB): qgemv to 2 tokens, then widened; then on the tensor cores.
   local q8
   "$bin/bench_load" --bits 8 --write-only 2>&1 | tee "$log_dir/bench_load_q8.log" || status=1
   q8=$(checkpoint_in "$log_dir/bench_load_q8.log" /tmp/tessera-bench-load-8b-q8)
   "$bin/bench_engine" --model "$q8" --batches 1,2,8,32 --gen 64 >"$log_dir/bench_engine_q8.log" 2>&1 || status=1
   TESSERA_CUDA_QMMA_ALL=1 "$bin/bench_engine" --model "$q8" --batches 1,2,8,32 --gen 64 \
     >"$log_dir/bench_engine_q8_qmma.log" 2>&1 || status=1
-  rm -rf "$q4" "$q8"  # quick to write again; the disk then holds the MoE checkpoint beside the others
+  # 4-bit codes with f16 scales (as an f16 model converts; 4.5 GB): qgemv to 2 tokens, then widened;
+  # then on the f16 tensor cores.
+  local q4h
+  "$bin/bench_load" --bits 4 --scales f16 --write-only 2>&1 | tee "$log_dir/bench_load_q4_f16.log" || status=1
+  q4h=$(checkpoint_in "$log_dir/bench_load_q4_f16.log" /tmp/tessera-bench-load-8b-q4-f16)
+  "$bin/bench_engine" --model "$q4h" --batches 1,8,32 --gen 64 >"$log_dir/bench_engine_q4_f16.log" 2>&1 || status=1
+  TESSERA_CUDA_QMMA_ALL=1 "$bin/bench_engine" --model "$q4h" --batches 1,8,32 --gen 64 \
+    >"$log_dir/bench_engine_q4_f16_qmma.log" 2>&1 || status=1
+  rm -rf "$q4" "$q8" "$q4h"  # quick to write again; the disk then holds the MoE checkpoint beside the others
   # A mixture of experts (Qwen3-30B-A3B shape, 12 of its 48 layers, 16 GB written once): routing
   # and experts on the GPU, then for comparison the GEMV form alone (TESSERA_CUDA_MOE_TILES=0: no
   # tensor-core tiles, prompts past 512 tokens grouped on the host) and the host grouping for all
@@ -169,6 +177,9 @@ run() {
   echo "8B shape, 8-bit MLX codes (bench_engine --batches 1,2,8,32 --gen 64; then TESSERA_CUDA_QMMA_ALL=1):"
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q8.log" | head -n 5
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q8_qmma.log" | head -n 5
+  echo "8B shape, 4-bit MLX codes with f16 scales (bench_engine --batches 1,8,32 --gen 64; then TESSERA_CUDA_QMMA_ALL=1):"
+  awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q4_f16.log" | head -n 4
+  awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q4_f16_qmma.log" | head -n 4
   echo "Qwen3-30B-A3B shape, 12 layers (bench_engine --batches 1,8,32,64,128 --gen 64; then the GEMV form alone; then grouped on the host):"
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_moe.log" | head -n 6
   grep -h '^scoring' "$log_dir/bench_engine_moe.log"

@@ -6,8 +6,8 @@
 // server's log for the weights' upload rate and the KV capacity. A second start without
 // --kv-cache-memory shows the profiled default (--gpu-memory-utilization 0.9). With --shape
 // qwen3-4b (or qwen3-30b-a3b) --write-only it writes such a checkpoint for bench_engine and stops;
-// with --bits 4 or 8 every matrix is MLX-quantized (groups of 64, bf16 scales and biases), as
-// mlx-lm's convert writes it.
+// with --bits 4 or 8 every matrix is MLX-quantized (groups of 64, bf16 scales and biases, or f16
+// with --scales f16), as mlx-lm's convert writes it.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -41,7 +41,7 @@ struct TensorSpec {
   std::string name;
   std::vector<int64_t> shape;
   bool ones;  // norm weights: 1.0
-  std::string dtype = "BF16";  // or U32: a quantized matrix's codes (random bits)
+  std::string dtype = "BF16";  // or F16 (a quantized matrix's scales), or U32 (its codes: random bits)
   size_t bytes() const {
     size_t n = dtype == "U32" ? 4 : 2;
     for (int64_t d : shape) n *= size_t(d);
@@ -163,8 +163,8 @@ Checkpoint qwen3_30b_a3b(int layers) {
 }
 
 // The checkpoint with every matrix as `bits`-wide MLX codes in groups of 64: its weight becomes U32
-// codes, with bf16 scales and biases beside it, and config.json says so.
-void quantize(Checkpoint& c, int bits) {
+// codes, with scales and biases of `scales` (BF16 or F16) beside it, and config.json says so.
+void quantize(Checkpoint& c, int bits, const std::string& scales) {
   std::vector<TensorSpec> out;
   for (const TensorSpec& t : c.tensors) {
     if (t.shape.size() != 2) {
@@ -174,12 +174,12 @@ void quantize(Checkpoint& c, int bits) {
     const int64_t rows = t.shape[0], in = t.shape[1];
     const std::string base = t.name.substr(0, t.name.size() - std::string(".weight").size());
     out.push_back({t.name, {rows, in * bits / 32}, false, "U32"});
-    out.push_back({base + ".scales", {rows, in / 64}, false});
-    out.push_back({base + ".biases", {rows, in / 64}, false});
+    out.push_back({base + ".scales", {rows, in / 64}, false, scales});
+    out.push_back({base + ".biases", {rows, in / 64}, false, scales});
   }
   c.tensors = std::move(out);
   c.config["quantization"] = {{"group_size", 64}, {"bits", bits}};
-  c.dir_name += "-q" + std::to_string(bits);
+  c.dir_name += "-q" + std::to_string(bits) + (scales == "F16" ? "-f16" : "");
 }
 
 struct Shard {
@@ -218,8 +218,8 @@ std::vector<Shard> plan_shards(const std::vector<TensorSpec>& all) {
   return shards;
 }
 
-// bf16 values of magnitude 2^-9 .. 2^-5 with random sign and mantissa (splitmix64 bits).
-void fill_random(uint16_t* p, size_t n, uint64_t seed) {
+// bf16 (or f16) values of magnitude 2^-9 .. 2^-5 with random sign and mantissa (splitmix64 bits).
+void fill_random(uint16_t* p, size_t n, uint64_t seed, bool f16) {
   uint64_t x = seed;
   for (size_t i = 0; i < n; i += 4) {
     uint64_t z = (x += 0x9e3779b97f4a7c15ull);
@@ -228,7 +228,8 @@ void fill_random(uint16_t* p, size_t n, uint64_t seed) {
     z ^= z >> 31;
     for (size_t k = 0; k < 4 && i + k < n; ++k) {
       uint16_t r = uint16_t(z >> (16 * k));
-      p[i + k] = uint16_t((r & 0x807f) | ((0x76 + ((r >> 7) & 3)) << 7));
+      p[i + k] = f16 ? uint16_t((r & 0x83ff) | ((6 + ((r >> 10) & 3)) << 10))
+                     : uint16_t((r & 0x807f) | ((0x76 + ((r >> 7) & 3)) << 7));
     }
   }
 }
@@ -257,7 +258,7 @@ void write_checkpoint(const fs::path& dir, const std::vector<Shard>& shards, con
           for (unsigned k = 0; k < threads; ++k)
             pool.emplace_back([&, k, base = seed] {
               size_t b = n * k / threads / 4 * 4, e = k + 1 == threads ? n : n * (k + 1) / threads / 4 * 4;
-              fill_random(buf.data() + b, e - b, base * 1000003 + k);
+              fill_random(buf.data() + b, e - b, base * 1000003 + k, t->dtype == "F16");
             });
           for (auto& th : pool) th.join();
           ++seed;
@@ -421,12 +422,16 @@ int main(int argc, char** argv) {
   app.add_option("--bits", bits, "0: bf16 matrices; 4 or 8: MLX-quantized, groups of 64")
       ->check(CLI::IsMember({0, 4, 8}))
       ->capture_default_str();
+  std::string scales = "bf16";
+  app.add_option("--scales", scales, "With --bits: the scales' and biases' dtype")
+      ->check(CLI::IsMember({"bf16", "f16"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   Checkpoint ckpt = shape == "qwen3-4b"        ? qwen3_4b()
                     : shape == "qwen3-30b-a3b" ? qwen3_30b_a3b(moe_layers)
                                                : llama_8b();
-  if (bits) quantize(ckpt, bits);
+  if (bits) quantize(ckpt, bits, scales == "f16" ? "F16" : "BF16");
   if (dir.empty()) dir = (fs::temp_directory_path() / ckpt.dir_name).string();
   const std::vector<TensorSpec>& tensors = ckpt.tensors;
   auto shards = plan_shards(tensors);
