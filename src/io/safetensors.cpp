@@ -190,20 +190,25 @@ size_t WeightStore::total_bytes() const {
 }
 
 size_t WeightStore::widened_bytes() const {
+  // Layer L's quantization where "L.weight" is stored beside "L.scales" and config.json quantizes
+  // L: its weight then widens, with its scales and biases inside it.
+  auto widens = [&](const std::string& layer) -> std::optional<MlxQuantization::Params> {
+    if (!quant_ || !has(layer + ".weight") || !has(layer + ".scales")) return std::nullopt;
+    return quant_->of(layer);
+  };
   size_t n = 0;
   for (auto& [name, f] : where_) {
-    const std::optional<std::string> layer = quantized_layer(name);
-    std::optional<MlxQuantization::Params> p = layer && quant_ ? quant_->of(*layer) : std::nullopt;
-    if (p) {
-      const Tensor scales = stored(*layer + ".scales");
-      n += size_t(mlx_quantized(f->get(name), scales, stored(*layer + ".biases"), *p, *layer).numel()) *
-           dtype_size(scales.dtype());
+    const std::string layer = layer_of(name);
+    if (layer != name) {
+      if (std::optional<MlxQuantization::Params> p = widens(layer)) {
+        const Tensor scales = stored(layer + ".scales");
+        n += size_t(mlx_quantized(f->get(name), scales, stored(layer + ".biases"), *p, layer).numel()) *
+             dtype_size(scales.dtype());
+        continue;
+      }
+    } else if ((name.ends_with(".scales") || name.ends_with(".biases")) &&
+               widens(name.substr(0, name.size() - 7))) {
       continue;
-    }
-    // A quantized layer's scales and biases are inside its widened weight.
-    if (name.ends_with(".scales") || name.ends_with(".biases")) {
-      const std::string base = name.substr(0, name.size() - 7);
-      if (has(base + ".weight") && quantized_layer(base + ".weight") && quant_ && quant_->of(base)) continue;
     }
     n += f->get(name).nbytes();
   }
