@@ -68,12 +68,6 @@ run() {
   "$bin/test_backend_ops" 2>&1 | tee "$log_dir/test_backend_ops.log" || status=1
   # MLX-quantized fixture checkpoints with their codes kept on the GPU, against their f32 values.
   "$bin/test_models" --gtest_filter='MlxQuantized.*' 2>&1 | tee "$log_dir/test_models_quantized.log" || status=1
-  # The same with every form of qmma on (8-bit codes, f16 scales: quantized_mma.cu; off by default
-  # until these have passed on a GPU).
-  TESSERA_CUDA_QMMA_ALL=1 "$bin/test_backend_ops" --gtest_filter='*cuda_linear' 2>&1 |
-    tee "$log_dir/test_backend_ops_qmma_all.log" || status=1
-  TESSERA_CUDA_QMMA_ALL=1 "$bin/test_models" --gtest_filter='MlxQuantized.*' 2>&1 |
-    tee "$log_dir/test_models_quantized_qmma_all.log" || status=1
   # The whole binary on the GPU: the bundled f32 model's greedy text equals the CPU backend's.
   local gen=(generate -m "$repo/models/tessera-kjv" -p "Genesis 1:1 In the beginning" -n 48 --temperature 0)
   "$bin/tessera" "${gen[@]}" --device cuda >"$log_dir/generate_cuda.txt" 2>"$log_dir/generate_cuda.err" || status=1
@@ -99,10 +93,10 @@ run() {
     # Decode steps replaying CUDA graphs, under memcheck (the f32 fixture model).
     timeout 180 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/test_cuda_models" \
       --gtest_filter='*MatchCpuBackend/llama' >"$log_dir/memcheck_graphs.log" 2>&1 || status=1
-    # Logprobs and sampling kernels, and products split over k ranges into the residual add (the
-    # harness's cases of those ops).
-    timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/test_backend_ops" \
-      --gtest_filter='*cuda_logprobs*:*cuda_sample_rows*:*cuda*linear_add_rms_norm*' \
+    # Logprobs and sampling kernels, and the products (quantized ones included, every qmma form;
+    # those split over k ranges into the residual add): the harness's cases of those ops.
+    timeout 180 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/test_backend_ops" \
+      --gtest_filter='*cuda_logprobs*:*cuda_sample_rows*:*cuda_linear:*cuda*linear_add_rms_norm*' \
       >"$log_dir/memcheck_logits.log" 2>&1 || status=1
     tail -n 2 "$log_dir/memcheck.log" "$log_dir/memcheck_graphs.log" "$log_dir/memcheck_logits.log" \
       "$log_dir/racecheck.log"
@@ -132,21 +126,16 @@ run() {
   "$bin/bench_engine" --model "$q4" --batches 1,8,32 --gen 64 >"$log_dir/bench_engine_q4.log" 2>&1 || status=1
   TESSERA_CUDA_QGEMV=0 "$bin/bench_engine" --model "$q4" --batches 1,8 --gen 32 \
     >"$log_dir/bench_engine_q4_widened.log" 2>&1 || status=1
-  # 8-bit codes (8.5 GB): qgemv to 2 tokens, then widened; then on the tensor cores.
+  # 8-bit codes (8.5 GB) and 4-bit codes with f16 scales (as an f16 model converts; 4.5 GB), on
+  # the tensor cores as 4-bit codes with bf16 scales are.
   local q8
   "$bin/bench_load" --bits 8 --write-only 2>&1 | tee "$log_dir/bench_load_q8.log" || status=1
   q8=$(checkpoint_in "$log_dir/bench_load_q8.log" /tmp/tessera-bench-load-8b-q8)
-  "$bin/bench_engine" --model "$q8" --batches 1,2,8,32 --gen 64 >"$log_dir/bench_engine_q8.log" 2>&1 || status=1
-  TESSERA_CUDA_QMMA_ALL=1 "$bin/bench_engine" --model "$q8" --batches 1,2,8,32 --gen 64 \
-    >"$log_dir/bench_engine_q8_qmma.log" 2>&1 || status=1
-  # 4-bit codes with f16 scales (as an f16 model converts; 4.5 GB): qgemv to 2 tokens, then widened;
-  # then on the f16 tensor cores.
+  "$bin/bench_engine" --model "$q8" --batches 1,8,32 --gen 64 >"$log_dir/bench_engine_q8.log" 2>&1 || status=1
   local q4h
   "$bin/bench_load" --bits 4 --scales f16 --write-only 2>&1 | tee "$log_dir/bench_load_q4_f16.log" || status=1
   q4h=$(checkpoint_in "$log_dir/bench_load_q4_f16.log" /tmp/tessera-bench-load-8b-q4-f16)
   "$bin/bench_engine" --model "$q4h" --batches 1,8,32 --gen 64 >"$log_dir/bench_engine_q4_f16.log" 2>&1 || status=1
-  TESSERA_CUDA_QMMA_ALL=1 "$bin/bench_engine" --model "$q4h" --batches 1,8,32 --gen 64 \
-    >"$log_dir/bench_engine_q4_f16_qmma.log" 2>&1 || status=1
   rm -rf "$q4" "$q8" "$q4h"  # quick to write again; the disk then holds the MoE checkpoint beside the others
   # A mixture of experts (Qwen3-30B-A3B shape, 12 of its 48 layers, 16 GB written once): routing
   # and experts on the GPU, then for comparison the GEMV form alone (TESSERA_CUDA_MOE_TILES=0: no
@@ -174,12 +163,9 @@ run() {
   echo "8B shape, 4-bit MLX codes (bench_engine --batches 1,8,32 --gen 64; then every product widened):"
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q4.log" | head -n 5
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q4_widened.log" | head -n 4
-  echo "8B shape, 8-bit MLX codes (bench_engine --batches 1,2,8,32 --gen 64; then TESSERA_CUDA_QMMA_ALL=1):"
-  awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q8.log" | head -n 5
-  awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q8_qmma.log" | head -n 5
-  echo "8B shape, 4-bit MLX codes with f16 scales (bench_engine --batches 1,8,32 --gen 64; then TESSERA_CUDA_QMMA_ALL=1):"
+  echo "8B shape, 8-bit MLX codes; then 4-bit with f16 scales (bench_engine --batches 1,8,32 --gen 64):"
+  awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q8.log" | head -n 4
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q4_f16.log" | head -n 4
-  awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_q4_f16_qmma.log" | head -n 4
   echo "Qwen3-30B-A3B shape, 12 layers (bench_engine --batches 1,8,32,64,128 --gen 64; then the GEMV form alone; then grouped on the host):"
   awk '/^batch +sampling +prefill/ { f = 1 } f && /^$/ { exit } f' "$log_dir/bench_engine_moe.log" | head -n 6
   grep -h '^scoring' "$log_dir/bench_engine_moe.log"

@@ -239,8 +239,7 @@ TEST(MlxQuantized, ComputesWithItsCodes) {
 // A model wide enough for the GPU's tensor-core product on codes (4 bits, or 8 as its MLPs' third
 // projections and layer 0's first two are, bf16 scales, rows a multiple of 8 groups and of 256
 // or 128 long): every product of its 1-, 8- and 40-token prompts, the tied LM head's too, takes
-// that path (the 8-bit ones where TESSERA_CUDA_QMMA_ALL=1), where the fixtures above are too narrow
-// for it.
+// that path, where the fixtures above are too narrow for it.
 TEST(MlxQuantized, WideEnoughForTheTensorCores) {
   const int64_t hidden = 256, heads = 8, kv_heads = 2, head_dim = 64, inner = 768, layers = 2, vocab = 384;
   const std::string o_proj = "model.layers.1.self_attn.o_proj";  // K = 512: groups of 64 fit it

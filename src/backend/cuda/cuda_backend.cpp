@@ -171,8 +171,9 @@ class CudaBackend final : public Backend {
     return half && tokens > cuda::kGemvMaxTokens ? weight_dtype : DType::F32;
   }
 
-  // Quantized weights stay codes: the decode products read them once (qgemv), the products of
-  // more tokens widen them to their scales' dtype first (quantized_linear_group).
+  // Quantized weights stay codes: the products of up to 64 tokens read them once (qmma, or qgemv
+  // where it does not apply), those of more tokens widen them to their scales' dtype first
+  // (quantized_linear_group).
   bool holds_quantized() const override { return true; }
 
   MemoryInfo memory_info() override {
@@ -780,11 +781,10 @@ class CudaBackend final : public Backend {
   }
 
   // Products with quantized weights, f32 x and out, the whole group in one launch where it is
-  // stacked: up to kQmmaMaxTokens (4 bits with bf16 scales; 8 bits and f16 scales where switched
-  // on) qmma reads the codes once for the tensor cores; else up to kQgemvMaxTokens tokens (4 or 8
-  // bits) qgemv does. Else each stacked group (or weight) is widened to its scales' dtype into
-  // scratch and multiplied as a 16-bit (or f32) weight, through the paths above.
-  // TESSERA_CUDA_QGEMV=0 widens for every product.
+  // stacked: up to kQmmaMaxTokens (4 or 8 bits, bf16 or f16 scales) qmma reads the codes once for
+  // the tensor cores; else up to kQgemvMaxTokens tokens (4 or 8 bits) qgemv does. Else each
+  // stacked group (or weight) is widened to its scales' dtype into scratch and multiplied as a
+  // 16-bit (or f32) weight, through the paths above. TESSERA_CUDA_QGEMV=0 widens for every product.
   void quantized_linear_group(const Tensor& x, std::span<const LinearPart> parts) {
     const LinearPart& first = parts.front();
     const int64_t K = x.dim(-1), T = K ? x.numel() / K : 0;

@@ -203,13 +203,13 @@ struct QuantizedMatrix {
 // the codes once. g's parts are rows of one stacked weight (codes, scales and biases of each
 // part right after the previous part's), w its first part; g.w is unused. Returns false
 // (nothing launched) where it does not apply. Where qmma applies it is faster, even for one
-// token: measured on an H100 (4-bit 8B shape, bench_engine decode tok/s, this product / qmma):
-// batch 1 198.8 / 288.6, 2 319.5 / 530.5.
+// token: measured on an H100 (8B shape, bench_engine decode tok/s, this product / qmma): 4 bits,
+// batch 1 198.8 / 288.6, 2 319.5 / 530.5; 8 bits, batch 1 143.5 / 242.4, 2 230.7 / 472.7.
 constexpr int kQgemvMaxTokens = 2;
 bool qgemv(const float* x, const QuantizedMatrix& w, const StackedParts& g, int64_t T, int64_t K,
            cudaStream_t s);
 // The products of 1 .. kQmmaMaxTokens tokens for 4- or 8-bit codes with bf16 or f16 scales
-// (quantized_mma.cu; forms other than 4 bits with bf16 scales where TESSERA_CUDA_QMMA_ALL=1):
+// (quantized_mma.cu):
 // groups of 32, 64 or 128, K a multiple of 256 (4 bits) or 128 (8 bits) and of 8 groups, on the
 // tensor cores (qmma_applies). x [T, K] f32 is packed into x16 (scratch of T K values of the scales'
 // dtype); k is split into `splits` ranges (qmma_splits: enough blocks for the GPU) whose sums go to

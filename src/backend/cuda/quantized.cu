@@ -1,12 +1,13 @@
 // MLX-quantized weights kept as codes on the GPU (core/quantization.h's layout).
-//  - qgemv: the decode products of 1-2 tokens where qmma does not apply (8 bits, other scale
-//    dtypes or shapes) read the codes once. A warp takes 2 or 4 rows; lane l reads words l,
+//  - qgemv: the decode products of 1-2 tokens where qmma does not apply (other group sizes or
+//    shapes) read the codes once. A warp takes 2 or 4 rows; lane l reads words l,
 //    l + 32, ... of each (8 4-bit or 4 8-bit codes), so that the activations of a word are read
 //    once for the warp's rows and its 32 lanes read them contiguously. A code becomes a float
 //    without a conversion instruction: masked in place and set into the mantissa of 2^23 it
 //    reads 2^23 + q * 2^(bits j), so one subtraction leaves q scaled by a power of two, which the
 //    group's scale (divided by the same power) undoes.
-//  - qmma (quantized_mma.cu): 1-64 tokens of 4-bit codes with bf16 scales on the tensor cores.
+//  - qmma (quantized_mma.cu): 1-64 tokens of 4- or 8-bit codes with bf16 or f16 scales on the
+//    tensor cores.
 //  - widen: any width and group size, weights (or a table's gathered rows) rewritten as f32 or
 //    16-bit values, for the products of more tokens (then the 16-bit paths run) and embeddings.
 #include "backend/cuda/check.h"

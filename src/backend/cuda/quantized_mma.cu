@@ -1,7 +1,6 @@
 // qmma: the products of 1-64 tokens with 4- or 8-bit MLX codes (bf16 or f16 scales and biases) on
 // the tensor cores (mma.sync m16n8k16, sm_80+), reading the codes once, in the scales' 16-bit type
-// as the widened weights would be. 4-bit codes with bf16 scales always; the other forms only where
-// TESSERA_CUDA_QMMA_ALL=1, until they have run on a GPU (all_forms_on).
+// as the widened weights would be.
 //  - A block of 8 warps takes 128 weight rows (256 past 32 tokens) over a range of k. Its codes,
 //    scales and biases and the matching x come through a ring of shared-memory stages of a row's
 //    128-byte line of codes (256 k of 4 bits, 128 of 8) by cp.async, two stages in flight, so that
@@ -20,11 +19,11 @@
 //    by its instructions, so it does no divisions (group sizes are powers of two) and works out
 //    each thread's copy addresses once. Measured on H100s (two runs; 4-bit 8B, decode tok/s at
 //    batch 1 / 8): 292 / 2,006 with two tiles from 1 token and divisions by the group size; one
-//    tile 318 / 2,159; shifts 345 / 2,320; one lop3 a pair 351 / 2,359.
+//    tile 318 / 2,159; shifts 345 / 2,320; one lop3 a pair 351 / 2,359. 8-bit codes (bf16 scales),
+//    at batch 1 / 2 / 8 / 32: 242 / 473 / 1,816 / 4,957, against 144 / 231 / 333 / 1,300 by qgemv to
+//    2 tokens and widening past; 4-bit codes with f16 scales as with bf16 (363 / 708 / 2,615 / 5,969).
 //  - Ranges of k write their sums to a scratch [splits, T, N], added in a fixed order afterwards.
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -394,24 +393,10 @@ void launch(const H* x, int T, const QuantizedMatrix& w, int64_t N, int64_t K, i
                    K, per_split, part);
 }
 
-// The forms other than 4-bit codes with bf16 scales (8-bit codes, f16 scales) run only where
-// TESSERA_CUDA_QMMA_ALL=1: they have not yet been run on a GPU (the harness's cases and the model
-// tests with it on), so they stay off until they have.
-bool all_forms_on() {
-  static const bool on = [] {
-    const char* env = std::getenv("TESSERA_CUDA_QMMA_ALL");
-    return env && std::string(env) == "1";
-  }();
-  return on;
-}
-
 }  // namespace
 
 bool qmma_applies(const QuantizedMatrix& w, int64_t T, int64_t K) {
-  const bool widths_ok = (w.bits == 4 || w.bits == 8) &&
-                         (w.scale_dtype == DType::BF16 || w.scale_dtype == DType::F16) &&
-                         ((w.bits == 4 && w.scale_dtype == DType::BF16) || all_forms_on());
-  if (!widths_ok) return false;
+  if ((w.bits != 4 && w.bits != 8) || (w.scale_dtype != DType::BF16 && w.scale_dtype != DType::F16)) return false;
   const int64_t stage_k = w.bits == 4 ? kStageK<4> : kStageK<8>;
   const bool groups_ok = (w.group_size == 32 || w.group_size == 64 || w.group_size == 128) &&
                          K % stage_k == 0 && (K / w.group_size) % 8 == 0;
