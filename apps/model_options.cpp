@@ -25,8 +25,8 @@ void add_model_options(CLI::App& app, ModelOptions& o) {
   app.add_flag(
       "--keep-quantized", o.keep_quantized,
       "On a GPU, keep MLX-quantized weights as their codes (about a quarter of 16-bit weights' memory; "
-      "4-bit codes decode a few sequences faster, many slower, prompts slower) instead of widening them to "
-      "16 bits at load (kept anyway where the widened weights would not fit)");
+      "4- and 8-bit codes decode a few sequences faster, many slower, prompts slower) instead of "
+      "widening them to 16 bits at load (kept anyway where the widened weights would not fit)");
 }
 
 void add_sampling_flags(CLI::App& app, SamplingFlags& f) {
