@@ -119,12 +119,12 @@ run() {
   "$bin/bench_engine" --model "$(checkpoint_in "$log_dir/bench_load_qwen3.log" /tmp/tessera-bench-load-qwen3-4b)" \
     --batches 1,8,32 --gen 64 >"$log_dir/bench_engine_qwen3.log" 2>&1 || status=1
   # MLX-quantized (4-bit, groups of 64) 8B shape, its codes kept on the GPU (4.5 GB);
-  # then with every product widened (TESSERA_CUDA_QGEMV=0: no qgemv, no qmma), as prompts are.
+  # then with every product widened (TESSERA_CUDA_CODE_PRODUCTS=0: no qmma, no qgemv), as prompts are.
   local q4
   "$bin/bench_load" --bits 4 --write-only 2>&1 | tee "$log_dir/bench_load_q4.log" || status=1
   q4=$(checkpoint_in "$log_dir/bench_load_q4.log" /tmp/tessera-bench-load-8b-q4)
   "$bin/bench_engine" --model "$q4" --batches 1,8,32 --gen 64 >"$log_dir/bench_engine_q4.log" 2>&1 || status=1
-  TESSERA_CUDA_QGEMV=0 "$bin/bench_engine" --model "$q4" --batches 1,8 --gen 32 \
+  TESSERA_CUDA_CODE_PRODUCTS=0 "$bin/bench_engine" --model "$q4" --batches 1,8 --gen 32 \
     >"$log_dir/bench_engine_q4_widened.log" 2>&1 || status=1
   # 8-bit codes (8.5 GB) and 4-bit codes with f16 scales (as an f16 model converts; 4.5 GB), on
   # the tensor cores as 4-bit codes with bf16 scales are.

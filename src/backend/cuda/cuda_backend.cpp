@@ -784,7 +784,8 @@ class CudaBackend final : public Backend {
   // stacked: up to kQmmaMaxTokens (4 or 8 bits, bf16 or f16 scales) qmma reads the codes once for
   // the tensor cores; else up to kQgemvMaxTokens tokens (4 or 8 bits) qgemv does. Else each
   // stacked group (or weight) is widened to its scales' dtype into scratch and multiplied as a
-  // 16-bit (or f32) weight, through the paths above. TESSERA_CUDA_QGEMV=0 widens for every product.
+  // 16-bit (or f32) weight, through the paths above. TESSERA_CUDA_CODE_PRODUCTS=0 widens for every
+  // product.
   void quantized_linear_group(const Tensor& x, std::span<const LinearPart> parts) {
     const LinearPart& first = parts.front();
     const int64_t K = x.dim(-1), T = K ? x.numel() / K : 0;
@@ -818,7 +819,7 @@ class CudaBackend final : public Backend {
         g.rows_end[g.count] = (g.count ? g.rows_end[g.count - 1] : 0) + p.weight.dim(0);
         ++g.count;
       }
-      const bool mma = qgemv_on_ && cuda::qmma_applies(w0, T, K);
+      const bool mma = code_products_ && cuda::qmma_applies(w0, T, K);
       if (mma) {
         Tensor x16 = empty(w0.scale_dtype, {T, K});
         const int64_t N = g.rows_end[g.count - 1];
@@ -826,7 +827,7 @@ class CudaBackend final : public Backend {
         Tensor part = empty(DType::F32, {splits, T, N});
         cuda::qmma(ptr(x), x16.raw(), w0, g, T, K, ptr(part), splits, stream_);
       }
-      if (mma || (qgemv_on_ && cuda::qgemv(ptr(x), w0, g, T, K, stream_))) {
+      if (mma || (code_products_ && cuda::qgemv(ptr(x), w0, g, T, K, stream_))) {
         for (const LinearPart& p : parts)
           if (p.bias.defined()) {
             require_device(p.bias, "linear", "bias");
@@ -930,9 +931,9 @@ class CudaBackend final : public Backend {
   // TESSERA_CUDA_MOE=0 groups every step's tokens by expert on the host, for side-by-side
   // measurements.
   const bool moe_on_device_ = !cuda::switched_off("TESSERA_CUDA_MOE");
-  // TESSERA_CUDA_QGEMV=0 widens quantized weights for every product (no qgemv, no qmma), for
-  // side-by-side measurements.
-  const bool qgemv_on_ = !cuda::switched_off("TESSERA_CUDA_QGEMV");
+  // TESSERA_CUDA_CODE_PRODUCTS=0 widens quantized weights for every product (no qmma, no qgemv),
+  // for side-by-side measurements.
+  const bool code_products_ = !cuda::switched_off("TESSERA_CUDA_CODE_PRODUCTS");
   std::unique_ptr<cuda::Gemm> gemm_;
   StagedCopier staging_;
 };
