@@ -209,11 +209,11 @@ constexpr int kQgemvMaxTokens = 2;
 bool qgemv(const float* x, const QuantizedMatrix& w, const StackedParts& g, int64_t T, int64_t K,
            cudaStream_t s);
 // The products of 1 .. kQmmaMaxTokens tokens for 4- or 8-bit codes with bf16 or f16 scales
-// (quantized_mma.cu):
-// groups of 32, 64 or 128, K a multiple of 256 (4 bits) or 128 (8 bits) and of 8 groups, on the
-// tensor cores (qmma_applies). x [T, K] f32 is packed into x16 (scratch of T K values of the scales'
-// dtype); k is split into `splits` ranges (qmma_splits: enough blocks for the GPU) whose sums go to
-// part [splits, T, N] (scratch), then are added in order into each part of g (f32 outputs; g.w
+// (quantized_mma.cu): groups of 32, 64 or 128, K a multiple of 256 (4 bits) or 128 (8 bits) and
+// of 8 groups, on the tensor cores (qmma_applies). x [T, K] f32 is packed into x16 (scratch of T K
+// values of the scales' dtype) past 8 tokens; up to 8 the product packs it as it reads it. k is
+// split into `splits` ranges (qmma_splits: enough blocks for the GPU) whose sums go to part
+// [splits, T, N] (scratch), then are added in order into each part of g (f32 outputs; g.w
 // unused). w is the first part's, the parts stacked as for qgemv.
 constexpr int kQmmaMaxTokens = 64;
 bool qmma_applies(const QuantizedMatrix& w, int64_t T, int64_t K);
