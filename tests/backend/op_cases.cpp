@@ -819,11 +819,13 @@ std::vector<OpCase> op_cases(const std::string& op) {
         for (const S& s :
              {S{1, 1024, 300}, S{2, 2048, 130}, S{3, 1024, 300}, S{8, 2048, 129}, S{16, 1024, 513},
               S{17, 2048, 257}, S{32, 1024, 64}, S{40, 4096, 96}, S{64, 3072, 600}, S{5, 512, 300}})
-          cases.push_back(quantized_linear_case(bits, group, DType::BF16, s.T, s.K, s.N, s.T % 2 == 0, seed++));
+          cases.push_back(
+              quantized_linear_case(bits, group, DType::BF16, s.T, s.K, s.N, s.T % 2 == 0, seed++));
     for (int bits : {4, 8})
       for (int group : {32, 128})
         for (const S& s : {S{1, 2048, 300}, S{8, 1024, 129}, S{24, 2048, 257}, S{64, 1024, 200}})
-          cases.push_back(quantized_linear_case(bits, group, DType::F16, s.T, s.K, s.N, s.T % 2 == 0, seed++));
+          cases.push_back(
+              quantized_linear_case(bits, group, DType::F16, s.T, s.K, s.N, s.T % 2 == 0, seed++));
   } else if (op == "attention") {
     std::vector<AttnShape> shapes = {
         {{1}, {1}, 8, 4, 8, 16},                          // first token; stories260K-sized heads

@@ -821,7 +821,7 @@ class CudaBackend final : public Backend {
       }
       const bool mma = code_products_ && cuda::qmma_applies(w0, T, K);
       if (mma) {
-        Tensor x16 = empty(w0.scale_dtype, {T, K});
+        const Tensor x16 = T > cuda::kQmmaSelfPackTokens ? empty(w0.scale_dtype, {T, K}) : Tensor();
         const int64_t N = g.rows_end[g.count - 1];
         const int splits = cuda::qmma_splits(w0, T, N, K);
         Tensor part = empty(DType::F32, {splits, T, N});

@@ -211,11 +211,11 @@ bool qgemv(const float* x, const QuantizedMatrix& w, const StackedParts& g, int6
 // The products of 1 .. kQmmaMaxTokens tokens for 4- or 8-bit codes with bf16 or f16 scales
 // (quantized_mma.cu): groups of 32, 64 or 128, K a multiple of 256 (4 bits) or 128 (8 bits) and
 // of 8 groups, on the tensor cores (qmma_applies). x [T, K] f32 is packed into x16 (scratch of T K
-// values of the scales' dtype) past 8 tokens; up to 8 the product packs it as it reads it. k is
-// split into `splits` ranges (qmma_splits: enough blocks for the GPU) whose sums go to part
-// [splits, T, N] (scratch), then are added in order into each part of g (f32 outputs; g.w
-// unused). w is the first part's, the parts stacked as for qgemv.
-constexpr int kQmmaMaxTokens = 64;
+// values of the scales' dtype) past kQmmaSelfPackTokens; up to that the product packs it as it
+// reads it, and x16 is unused. k is split into `splits` ranges (qmma_splits: enough blocks for the
+// GPU) whose sums go to part [splits, T, N] (scratch), then are added in order into each part of g
+// (f32 outputs; g.w unused). w is the first part's, the parts stacked as for qgemv.
+constexpr int kQmmaMaxTokens = 64, kQmmaSelfPackTokens = 8;
 bool qmma_applies(const QuantizedMatrix& w, int64_t T, int64_t K);
 int qmma_splits(const QuantizedMatrix& w, int64_t T, int64_t N, int64_t K);
 void qmma(const float* x, void* x16, const QuantizedMatrix& w, const StackedParts& g, int64_t T, int64_t K,

@@ -150,8 +150,9 @@ __global__ void pack_x_kernel(const float* __restrict__ x, int64_t n_pairs, H* _
   reinterpret_cast<uint32_t*>(out)[i] = pack_pair<H>(src[r], src[r + kApart<kBits>]);
 }
 
-// x as qmma_kernel reads it: up to 8 tokens f32 [T, K], packed by the kernel itself as it stages
-// them (a launch less a product, where decode steps are short); more, packed H [T, K] (pack_x_kernel).
+// x as qmma_kernel reads it: up to kQmmaSelfPackTokens (one token tile) f32 [T, K], packed by the
+// kernel itself as it stages them (a launch less a product, where decode steps are short); more,
+// packed H [T, K] (pack_x_kernel).
 template <class H, int kNT>
 using XIn = std::conditional_t<kNT == 1, float, H>;
 
@@ -210,39 +211,42 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
     for (int i = 0; i < kScaleItems; ++i)  // the biases right after the scales
       cp_async16(base + S::kScales + (tid + kThreads * i) * 16, scale_src[i] + first, scale_live[i]);
   };
+  // x: past 8 tokens, packed, by cp.async. Up to 8 (one item a thread at most) it comes as f32: a
+  // thread reads its piece's 8 elements into registers as a stage is requested (issue_x) and
+  // packs them into that stage once the current one is multiplied (store_x), so that the reads'
+  // latency is hidden as cp.async's is.
   constexpr int kPieces = kStage / 8, kItems = kNT * 8 * kPieces;  // 16 bytes of a token's row
-  auto issue_x = [&](int64_t st, int buf) {
-    unsigned char* base = smem + buf * S::bytes + S::kX;
-#pragma unroll
-    for (int i = 0; i < (kItems + kThreads - 1) / kThreads; ++i) {
-      const int item = tid + kThreads * i, t = item / kPieces, p = item % kPieces;
-      if (kItems % kThreads != 0 && item >= kItems) break;
-      const bool ok = t < T;
-      cp_async16(base + t * S::kXld + p * 16, x + (ok ? t * K + st * kStage + p * 8 : 0), ok);
-    }
-  };
-  // Up to 8 tokens (one item a thread at most) x comes as f32: a thread reads its piece's 8
-  // elements into registers as a stage is requested, and packs them into the stage once the
-  // current one is multiplied, so that the reads' latency is hidden as cp.async's is.
   float xr[8];
   const int xt = tid / kPieces, xp = tid % kPieces;
   const bool x_item = tid < kItems, x_live = x_item && xt < T;
-  auto load_x = [&](int64_t st) {
-    const int q0 = xp * 8 % kHalf;
-    const float* src =
-        reinterpret_cast<const float*>(x) + (x_live ? xt * K + st * kStage + xp * 8 / kHalf * kHalf : 0);
+  auto issue_x = [&](int64_t st, int buf) {
+    if constexpr (kNT == 1) {
+      const int q0 = xp * 8 % kHalf;
+      const float* src = x + (x_live ? xt * K + st * kStage + xp * 8 / kHalf * kHalf : 0);
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const int r = packed_source<kBits>(q0 + 2 * c);
-      xr[2 * c] = x_live ? src[r] : 0.0f;
-      xr[2 * c + 1] = x_live ? src[r + kApart<kBits>] : 0.0f;
+      for (int c = 0; c < 4; ++c) {
+        const int r = packed_source<kBits>(q0 + 2 * c);
+        xr[2 * c] = x_live ? src[r] : 0.0f;
+        xr[2 * c + 1] = x_live ? src[r + kApart<kBits>] : 0.0f;
+      }
+    } else {
+      unsigned char* base = smem + buf * S::bytes + S::kX;
+#pragma unroll
+      for (int i = 0; i < (kItems + kThreads - 1) / kThreads; ++i) {
+        const int item = tid + kThreads * i, t = item / kPieces, p = item % kPieces;
+        if (kItems % kThreads != 0 && item >= kItems) break;
+        const bool ok = t < T;
+        cp_async16(base + t * S::kXld + p * 16, x + (ok ? t * K + st * kStage + p * 8 : 0), ok);
+      }
     }
   };
   auto store_x = [&](int buf) {
-    if (!x_item) return;
-    const uint4 v = {pack_pair<H>(xr[0], xr[1]), pack_pair<H>(xr[2], xr[3]), pack_pair<H>(xr[4], xr[5]),
-                     pack_pair<H>(xr[6], xr[7])};
-    *reinterpret_cast<uint4*>(smem + buf * S::bytes + S::kX + xt * S::kXld + xp * 16) = v;
+    if constexpr (kNT == 1) {
+      if (!x_item) return;
+      const uint4 v = {pack_pair<H>(xr[0], xr[1]), pack_pair<H>(xr[2], xr[3]), pack_pair<H>(xr[4], xr[5]),
+                       pack_pair<H>(xr[6], xr[7])};
+      *reinterpret_cast<uint4*>(smem + buf * S::bytes + S::kX + xt * S::kXld + xp * 16) = v;
+    }
   };
 
   // The weights are only read: the first stages' are requested before the previous kernel ends.
@@ -254,12 +258,8 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
 #pragma unroll
   for (int b = 0; b < kStages - 1; ++b) {
     if (b >= count) break;
-    if constexpr (kNT == 1) {
-      load_x(s0 + b);
-      store_x(b);
-    } else {
-      issue_x(s0 + b, b);
-    }
+    issue_x(s0 + b, b);
+    store_x(b);
   }
   cp_async_commit();
 #pragma unroll
@@ -272,8 +272,7 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
     const bool refill = i + kStages - 1 < count;
     if (refill) {
       issue_w(s0 + i + kStages - 1, (i + kStages - 1) % kStages);
-      if constexpr (kNT == 1) load_x(s0 + i + kStages - 1);
-      else issue_x(s0 + i + kStages - 1, (i + kStages - 1) % kStages);
+      issue_x(s0 + i + kStages - 1, (i + kStages - 1) % kStages);
     }
     cp_async_commit();
 
@@ -346,8 +345,7 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
         }
       }
     }
-    if constexpr (kNT == 1)
-      if (refill) store_x((i + kStages - 1) % kStages);
+    if (refill) store_x((i + kStages - 1) % kStages);
   }
   cp_async_wait<0>();
   // With two warps a row, the second half's sums go to the first through the (now free) ring.
@@ -423,7 +421,7 @@ struct TypeTag {
 template <class F>
 auto with_kernel(const QuantizedMatrix& w, int64_t T, F f) {
   auto tiles = [&](auto b, auto h) {
-    if (T <= 8) return f(b, h, std::integral_constant<int, 1>{});
+    if (T <= kQmmaSelfPackTokens) return f(b, h, std::integral_constant<int, 1>{});
     if (T <= 16) return f(b, h, std::integral_constant<int, 2>{});
     if (T <= 32) return f(b, h, std::integral_constant<int, 4>{});
     return f(b, h, std::integral_constant<int, 8>{});
