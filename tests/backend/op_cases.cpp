@@ -826,6 +826,10 @@ std::vector<OpCase> op_cases(const std::string& op) {
         for (const S& s : {S{1, 2048, 300}, S{8, 1024, 129}, S{24, 2048, 257}, S{64, 1024, 200}})
           cases.push_back(
               quantized_linear_case(bits, group, DType::F16, s.T, s.K, s.N, s.T % 2 == 0, seed++));
+    // K of two stages: one k range, whose sums the product writes itself (no sum kernel after).
+    for (int bits : {4, 8})
+      for (int T : {1, 16, 64})
+        cases.push_back(quantized_linear_case(bits, 32, DType::BF16, T, 2048 / bits, 300, T == 1, seed++));
   } else if (op == "attention") {
     std::vector<AttnShape> shapes = {
         {{1}, {1}, 8, 4, 8, 16},                          // first token; stories260K-sized heads

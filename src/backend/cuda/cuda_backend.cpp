@@ -824,7 +824,7 @@ class CudaBackend final : public Backend {
         const Tensor x16 = T > cuda::kQmmaSelfPackTokens ? empty(w0.scale_dtype, {T, K}) : Tensor();
         const int64_t N = g.rows_end[g.count - 1];
         const int splits = cuda::qmma_splits(w0, T, N, K);
-        Tensor part = empty(DType::F32, {splits, T, N});
+        const Tensor part = splits > 1 ? empty(DType::F32, {splits, T, N}) : Tensor();
         cuda::qmma(ptr(x), x16.raw(), w0, g, T, K, ptr(part), splits, stream_);
       }
       if (mma || (code_products_ && cuda::qgemv(ptr(x), w0, g, T, K, stream_))) {

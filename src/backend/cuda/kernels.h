@@ -214,7 +214,8 @@ bool qgemv(const float* x, const QuantizedMatrix& w, const StackedParts& g, int6
 // values of the scales' dtype) past kQmmaSelfPackTokens; up to that the product packs it as it
 // reads it, and x16 is unused. k is split into `splits` ranges (qmma_splits: enough blocks for the
 // GPU) whose sums go to part [splits, T, N] (scratch), then are added in order into each part of g
-// (f32 outputs; g.w unused). w is the first part's, the parts stacked as for qgemv.
+// (f32 outputs; g.w unused); one range writes g's parts itself, and part is unused. w is the
+// first part's, the parts stacked as for qgemv.
 constexpr int kQmmaMaxTokens = 64, kQmmaSelfPackTokens = 8;
 bool qmma_applies(const QuantizedMatrix& w, int64_t T, int64_t K);
 int qmma_splits(const QuantizedMatrix& w, int64_t T, int64_t N, int64_t K);
