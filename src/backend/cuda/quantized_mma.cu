@@ -161,7 +161,7 @@ using XIn = std::conditional_t<kNT == 1, float, H>;
 
 // part[split][t][n] = x[t, k range] · w[n, k range]ᵀ for T <= 8 kNT tokens, each split
 // `per_split` stages. Grid (row blocks of kRows, splits). With one split the sums go straight to
-// g's parts (part unused): no sum kernel after.
+// the outputs of `parts` (part unused): no sum kernel after.
 template <int kBits, class H, int kNT>
 __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
     qmma_kernel(const XIn<H, kNT>* __restrict__ x, int T, QuantizedMatrix w, int64_t N, int64_t K,
