@@ -812,13 +812,13 @@ std::vector<OpCase> op_cases(const std::string& op) {
                          S{9, 384, 70}, S{33, 768, 200}, S{1, 4608, 300}})
         cases.push_back(quantized_linear_case(q.bits, q.group, q.scale, s.T, s.K, s.N, s.T % 2 == 1, seed++));
     // The GPU's tensor-core product (1-64 tokens; 4- or 8-bit codes, bf16 or f16 scales; K a
-    // multiple of 8 groups): each width, group size and token tile (8, 16, 32, 64 tokens), rows
-    // past a block of 128, k in ranges (and in one, K 512).
+    // multiple of 8 groups): each width, group size and token tile (8, 16, 32, 64 tokens, and 12:
+    // part of one), rows past a block of 128, k in ranges (and in one, K 512).
     for (int bits : {4, 8})
       for (int group : {32, 64, 128})
-        for (const S& s :
-             {S{1, 1024, 300}, S{2, 2048, 130}, S{3, 1024, 300}, S{8, 2048, 129}, S{16, 1024, 513},
-              S{17, 2048, 257}, S{32, 1024, 64}, S{40, 4096, 96}, S{64, 3072, 600}, S{5, 512, 300}})
+        for (const S& s : {S{1, 1024, 300}, S{2, 2048, 130}, S{3, 1024, 300}, S{8, 2048, 129},
+                           S{16, 1024, 513}, S{17, 2048, 257}, S{32, 1024, 64}, S{40, 4096, 96},
+                           S{64, 3072, 600}, S{5, 512, 300}, S{12, 2048, 300}})
           cases.push_back(
               quantized_linear_case(bits, group, DType::BF16, s.T, s.K, s.N, s.T % 2 == 0, seed++));
     for (int bits : {4, 8})

@@ -216,7 +216,7 @@ bool qgemv(const float* x, const QuantizedMatrix& w, const StackedParts& g, int6
 // GPU) whose sums go to part [splits, T, N] (scratch), then are added in order into each part of g
 // (f32 outputs; g.w unused); one range writes g's parts itself, and part is unused. w is the
 // first part's, the parts stacked as for qgemv.
-constexpr int kQmmaMaxTokens = 64, kQmmaSelfPackTokens = 8;
+constexpr int kQmmaMaxTokens = 64, kQmmaSelfPackTokens = 16;
 bool qmma_applies(const QuantizedMatrix& w, int64_t T, int64_t K);
 int qmma_splits(const QuantizedMatrix& w, int64_t T, int64_t N, int64_t K);
 void qmma(const float* x, void* x16, const QuantizedMatrix& w, const StackedParts& g, int64_t T, int64_t K,

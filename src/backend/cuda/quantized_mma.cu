@@ -14,11 +14,12 @@
 //    as an f32, then scale * q + bias in f32 and one rounding to bf16.
 //  - The mma's k order is free as long as both operands follow it: lane c takes a half's 16 bytes
 //    from byte 16 c (one read: 32 codes of 4 bits, 16 of 8), and x is packed (pack_x_kernel) so
-//    that ldmatrix hands each lane the activations of the same k in the same order. Up to 8
+//    that ldmatrix hands each lane the activations of the same k in the same order. Up to 16
 //    tokens the kernel packs f32 x itself as it stages it, a launch less a product: on an H100
 //    (8B shape, decode tok/s at batch 1 / 2 / 4 / 8), 4-bit codes 370 / 722 / 1,383 / 2,654 with
 //    pack_x_kernel, 394 / 757 / 1,485 / 2,889 without; 8-bit 248 / 486 / 944 / 1,840, 261 / 505 /
-//    998 / 1,941.
+//    998 / 1,941. Which of a thread's items are the tile's and live is decided once: tested in the
+//    loop, their sources were worked out every stage, 1-3% slower at batch 1 and 8.
 //  - Tokens go in tiles of 8 (kNT tiles: 1 up to 8 tokens, 2, 4, 8 up to 64). The loop is bound
 //    by its instructions, so it does no divisions (group sizes are powers of two) and works out
 //    each thread's copy addresses once. Measured on H100s (two runs; 4-bit 8B, decode tok/s at
@@ -26,6 +27,12 @@
 //    tile 318 / 2,159; shifts 345 / 2,320; one lop3 a pair 351 / 2,359. 8-bit codes (bf16 scales),
 //    at batch 1 / 2 / 8 / 32: 242 / 473 / 1,816 / 4,957, against 144 / 231 / 333 / 1,300 by qgemv to
 //    2 tokens and widening past; 4-bit codes with f16 scales as with bf16 (363 / 708 / 2,615 / 5,969).
+//  - Past one tile a warp widens one mma's A fragments at a time (an ldmatrix_x4 then brings two
+//    tiles' B), which frees registers: 17-32 tokens spilled at their cap of 128, 33-64 at 255; now
+//    only 8-bit codes with f16 scales at 17-32 tokens spill, 4 bytes.
+//    With x packed up to 16 tokens, on an H100 (4-bit 8B, decode tok/s at batch 16 / 32 / 64, two
+//    runs): 4,489, 4,516 / 6,353, 6,258 / 9,398, 9,354 before; 4,943, 4,910 / 6,895, 6,878 /
+//    9,467, 9,494 after.
 //  - Ranges of k write their sums to a scratch [splits, T, N], added in a fixed order afterwards;
 //    one range (an 8B's gate/up and LM head products) writes the outputs itself, a launch less:
 //    4-bit 8B decode on an H100 at batch 1 / 8 / 32 / 64, 375 / 2,703 / 5,990 / 8,890 tok/s with
@@ -153,11 +160,13 @@ __global__ void pack_x_kernel(const float* __restrict__ x, int64_t n_pairs, H* _
   reinterpret_cast<uint32_t*>(out)[i] = pack_pair<H>(src[r], src[r + kApart<kBits>]);
 }
 
-// x as qmma_kernel reads it: up to kQmmaSelfPackTokens (one token tile) f32 [T, K], packed by the
+// x as qmma_kernel reads it: up to kQmmaSelfPackTokens (two token tiles) f32 [T, K], packed by the
 // kernel itself as it stages them (a launch less a product, where decode steps are short); more,
 // packed H [T, K] (pack_x_kernel).
+template <int kNT>
+constexpr bool kSelfPack = kNT * 8 <= kQmmaSelfPackTokens;
 template <class H, int kNT>
-using XIn = std::conditional_t<kNT == 1, float, H>;
+using XIn = std::conditional_t<kSelfPack<kNT>, float, H>;
 
 // part[split][t][n] = x[t, k range] · w[n, k range]ᵀ for T <= 8 kNT tokens, each split
 // `per_split` stages. Grid (row blocks of kRows, splits). With one split the sums go straight to
@@ -167,7 +176,7 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
     qmma_kernel(const XIn<H, kNT>* __restrict__ x, int T, QuantizedMatrix w, int64_t N, int64_t K,
                 int per_split, float* __restrict__ part, StackedParts parts) {
   using S = Stage<kBits, kNT>;
-  constexpr int kRows = kRowsFor<kNT>, kRowWarps = kRows / 32;
+  constexpr int kRows = kRowsFor<kNT>, kRowWarps = kRows / 32, kWarpHalves = kRowWarps * 2 / kWarps;
   constexpr int kStage = kStageK<kBits>, kHalf = kHalfK<kBits>;
   extern __shared__ __align__(16) unsigned char smem[];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
@@ -215,41 +224,51 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
     for (int i = 0; i < kScaleItems; ++i)  // the biases right after the scales
       cp_async16(base + S::kScales + (tid + kThreads * i) * 16, scale_src[i] + first, scale_live[i]);
   };
-  // x: past 8 tokens, packed, by cp.async. Up to 8 (one item a thread at most) it comes as f32: a
-  // thread reads its piece's 8 elements into registers as a stage is requested (issue_x) and
-  // packs them into that stage once the current one is multiplied (store_x), so that the reads'
-  // latency is hidden as cp.async's is.
-  constexpr int kPieces = kStage / 8, kItems = kNT * 8 * kPieces;  // 16 bytes of a token's row
-  float xr[8];
+  // x: a thread's item i is 16 bytes (piece xp) of token xt + kItemTokens i's row, where that
+  // token is one of the tile's. Past kQmmaSelfPackTokens, packed, by cp.async. Up to that (two
+  // items a thread at most) it comes as f32: a thread reads its items' elements into registers as
+  // a stage is requested (issue_x) and packs them into that stage once the current one is
+  // multiplied (store_x), so that the reads' latency is hidden as cp.async's is.
+  constexpr int kPieces = kStage / 8, kItemTokens = kThreads / kPieces;
+  constexpr int kXItems = (kNT * 8 + kItemTokens - 1) / kItemTokens;
   const int xt = tid / kPieces, xp = tid % kPieces;
-  const bool x_item = tid < kItems, x_live = x_item && xt < T;
+  bool x_item[kXItems], x_live[kXItems];
+#pragma unroll
+  for (int i = 0; i < kXItems; ++i) {
+    x_item[i] = xt + kItemTokens * i < kNT * 8;
+    x_live[i] = x_item[i] && xt + kItemTokens * i < T;
+  }
+  float xr[kSelfPack<kNT> ? kXItems : 1][8];
   auto issue_x = [&](int64_t st, int buf) {
-    if constexpr (kNT == 1) {
-      const int q0 = xp * 8 % kHalf;
-      const float* src = x + (x_live ? xt * K + st * kStage + xp * 8 / kHalf * kHalf : 0);
+    unsigned char* base = smem + buf * S::bytes + S::kX;
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int r = packed_source<kBits>(q0 + 2 * c);
-        xr[2 * c] = x_live ? src[r] : 0.0f;
-        xr[2 * c + 1] = x_live ? src[r + kApart<kBits>] : 0.0f;
-      }
-    } else {
-      unsigned char* base = smem + buf * S::bytes + S::kX;
+    for (int i = 0; i < kXItems; ++i) {
+      const int64_t row = (xt + kItemTokens * i) * K + st * kStage;
+      if constexpr (kSelfPack<kNT>) {
+        const int q0 = xp * 8 % kHalf;
+        const float* src = x + (x_live[i] ? row + xp * 8 / kHalf * kHalf : 0);
 #pragma unroll
-      for (int i = 0; i < (kItems + kThreads - 1) / kThreads; ++i) {
-        const int item = tid + kThreads * i, t = item / kPieces, p = item % kPieces;
-        if (kItems % kThreads != 0 && item >= kItems) break;
-        const bool ok = t < T;
-        cp_async16(base + t * S::kXld + p * 16, x + (ok ? t * K + st * kStage + p * 8 : 0), ok);
+        for (int c = 0; c < 4; ++c) {
+          const int r = packed_source<kBits>(q0 + 2 * c);
+          xr[i][2 * c] = x_live[i] ? src[r] : 0.0f;
+          xr[i][2 * c + 1] = x_live[i] ? src[r + kApart<kBits>] : 0.0f;
+        }
+      } else if (x_item[i]) {
+        cp_async16(base + (xt + kItemTokens * i) * S::kXld + xp * 16, x + (x_live[i] ? row + xp * 8 : 0),
+                   x_live[i]);
       }
     }
   };
   auto store_x = [&](int buf) {
-    if constexpr (kNT == 1) {
-      if (!x_item) return;
-      const uint4 v = {pack_pair<H>(xr[0], xr[1]), pack_pair<H>(xr[2], xr[3]), pack_pair<H>(xr[4], xr[5]),
-                       pack_pair<H>(xr[6], xr[7])};
-      *reinterpret_cast<uint4*>(smem + buf * S::bytes + S::kX + xt * S::kXld + xp * 16) = v;
+    if constexpr (kSelfPack<kNT>) {
+#pragma unroll
+      for (int i = 0; i < kXItems; ++i) {
+        if (!x_item[i]) continue;
+        const uint4 v = {pack_pair<H>(xr[i][0], xr[i][1]), pack_pair<H>(xr[i][2], xr[i][3]),
+                         pack_pair<H>(xr[i][4], xr[i][5]), pack_pair<H>(xr[i][6], xr[i][7])};
+        *reinterpret_cast<uint4*>(smem + buf * S::bytes + S::kX + (xt + kItemTokens * i) * S::kXld +
+                                  xp * 16) = v;
+      }
     }
   };
 
@@ -269,6 +288,12 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
 #pragma unroll
   for (int b = 1; b < kStages - 1; ++b) cp_async_commit();  // one group a stage from here on
 
+  // One ldmatrix_x4 a step: the B fragments of kJ mmas (j0 ..) for kN token tiles (n0 ..); its
+  // matrix m (lanes 8 m ..) is block 2 j0 + m % (2 kJ) of tile n0 + m / (2 kJ), so that this lane's
+  // address is b_lane past the step's. Past one tile, one mma's A fragments at a time: fewer
+  // registers hold them beside the sums.
+  constexpr int kJ = kNT == 1 ? 2 : 1, kN = 2 / kJ;
+  const int m = lane / 8, b_lane = (m / (2 * kJ) * 8 + lane % 8) * S::kXld + m % (2 * kJ) * 16;
   float acc[2][kNT][4] = {};
   for (int i = 0; i < count; ++i) {
     cp_async_wait<kStages - 2>();
@@ -283,8 +308,8 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
     const unsigned char* base = smem + (i % kStages) * S::bytes;
     const int64_t st = s0 + i;
 #pragma unroll
-    for (int hh = 0; hh < kRows / 128; ++hh) {
-      const int half = kRows == 128 ? warp / 4 : hh;  // the half of the stage this warp multiplies
+    for (int hh = 0; hh < kWarpHalves; ++hh) {
+      const int half = kWarpHalves == 2 ? hh : warp / kRowWarps;  // the half this warp multiplies
       // This lane's scale of each row: the stage's first group's place among the aligned eight,
       // plus the groups before its first element.
       const int sel = int(((st * kStage) >> gshift) & 7) + ((half * kHalf + 128 / kBits * c) >> gshift);
@@ -312,12 +337,11 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
           }
         }
 #pragma unroll
-      for (int jj = 0; jj < kHalf / 32; ++jj) {  // mma j = 2 jj + e: ldmatrix blocks 4 jj .. 4 jj + 3
-        // The A fragments of both mmas and both m tiles, then each token tile's B through them.
-        unsigned a[2][2][4];
+      for (int j0 = 0; j0 < kHalf / 16; j0 += kJ) {
+        unsigned a[kJ][2][4];  // the A fragments of mmas j0 .. j0 + kJ - 1, both m tiles
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int j = 2 * jj + e;
+        for (int e = 0; e < kJ; ++e) {
+          const int j = j0 + e;
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
             if constexpr (kBits == 4) {
@@ -335,26 +359,32 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
           }
         }
 #pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) {
+        for (int n0 = 0; n0 < kNT; n0 += kN) {
           unsigned b[4];
-          tc::ldmatrix_x4(
-              b, base + S::kX + (nt * 8 + lane % 8) * S::kXld + half * kHalf * 2 + (4 * jj + lane / 8) * 16);
+          tc::ldmatrix_x4(b, base + S::kX + b_lane + n0 * 8 * S::kXld + half * kHalf * 2 + j0 * 32);
 #pragma unroll
-          for (int e = 0; e < 2; ++e)
+          for (int nn = 0; nn < kN; ++nn)
 #pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-              if constexpr (kF16<H>) tc::mma_f16(acc[mt][nt], a[e][mt], b[2 * e], b[2 * e + 1]);
-              else tc::mma(acc[mt][nt], a[e][mt], b[2 * e], b[2 * e + 1]);
-            }
+            for (int e = 0; e < kJ; ++e)
+#pragma unroll
+              for (int mt = 0; mt < 2; ++mt) {
+                const unsigned* bf = b + nn * 2 * kJ + 2 * e;
+                if constexpr (kF16<H>)
+                  tc::mma_f16(acc[mt][n0 + nn], a[e][mt], bf[0], bf[1]);
+                else
+                  tc::mma(acc[mt][n0 + nn], a[e][mt], bf[0], bf[1]);
+              }
         }
       }
     }
     if (refill) store_x((i + kStages - 1) % kStages);
   }
   cp_async_wait<0>();
-  // With two warps a row, the second half's sums go to the first through the (now free) ring.
-  auto* second = reinterpret_cast<float*>(smem) + (warp % 4 * 32 + lane) * (2 * kNT * 4);
-  const bool first_half = kRows == 256 || warp < 4;
+  // The second half's sums go to the first through the (now free) ring, sum v of every lane of
+  // the block's first half side by side (no bank conflicts).
+  constexpr int kLanes = kRowWarps * 32;
+  auto* second = reinterpret_cast<float*>(smem) + warp % kRowWarps * 32 + lane;
+  const bool first_half = kWarpHalves == 2 || warp < kRowWarps;
   __syncthreads();
   if (!first_half) {
 #pragma unroll
@@ -362,7 +392,7 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) second[(mt * kNT + nt) * 4 + i] = acc[mt][nt][i];
+        for (int i = 0; i < 4; ++i) second[((mt * kNT + nt) * 4 + i) * kLanes] = acc[mt][nt][i];
   }
   __syncthreads();
   if (!first_half) return;
@@ -383,8 +413,8 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
         for (int e = 0; e < 2; ++e) {
           const int t = nt * 8 + 2 * c + e, i = 2 * h + e;
           if (t < T)
-            out[t * p.width] =
-                kRows == 256 ? acc[mt][nt][i] : acc[mt][nt][i] + second[(mt * kNT + nt) * 4 + i];
+            out[t * p.width] = kWarpHalves == 2 ? acc[mt][nt][i]
+                                                : acc[mt][nt][i] + second[((mt * kNT + nt) * 4 + i) * kLanes];
         }
     }
 }
@@ -434,7 +464,7 @@ struct TypeTag {
 template <class F>
 auto with_kernel(const QuantizedMatrix& w, int64_t T, F f) {
   auto tiles = [&](auto b, auto h) {
-    if (T <= kQmmaSelfPackTokens) return f(b, h, std::integral_constant<int, 1>{});
+    if (T <= 8) return f(b, h, std::integral_constant<int, 1>{});
     if (T <= 16) return f(b, h, std::integral_constant<int, 2>{});
     if (T <= 32) return f(b, h, std::integral_constant<int, 4>{});
     return f(b, h, std::integral_constant<int, 8>{});
@@ -489,8 +519,8 @@ void qmma(const float* x, void* x16, const QuantizedMatrix& w, const StackedPart
   const int64_t N = g.rows_end[g.count - 1], pairs = T * K / 2;
   with_kernel(w, T, [&](auto b, auto h, auto nt) {
     using H = typename decltype(h)::type;
-    if constexpr (nt() == 1) {
-      launch<b(), H, 1>(x, int(T), w, N, K, splits, part, g, s);
+    if constexpr (kSelfPack<nt()>) {
+      launch<b(), H, nt()>(x, int(T), w, N, K, splits, part, g, s);
     } else {
       auto* xp = static_cast<H*>(x16);
       launch_dependent(pack_x_kernel<b(), H>, dim3(unsigned((pairs + 255) / 256)), dim3(256), 0, s, x, pairs,
