@@ -239,21 +239,30 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
     x_live[i] = x_item[i] && xt + kItemTokens * i < T;
   }
   float xr[kSelfPack<kNT> ? kXItems : 1][8];
+  // Self-packed, the item's 8 elements at stage st lie at x_first[i] + st * kStage plus fixed
+  // offsets: packed pairs 2 c of a piece (its first at q0, a multiple of 8) come from elements
+  // packed_source(q0) + c * kCodesApart and kApart past them.
+  constexpr int kCodesApart = kBits == 4 ? 32 : 16;
+  const float* x_first[kSelfPack<kNT> ? kXItems : 1];
+  if constexpr (kSelfPack<kNT>) {
+    const int q0 = xp * 8 % kHalf;
+#pragma unroll
+    for (int i = 0; i < kXItems; ++i)
+      x_first[i] = x + (x_live[i] ? (xt + kItemTokens * i) * K + xp * 8 / kHalf * kHalf + packed_source<kBits>(q0) : 0);
+  }
   auto issue_x = [&](int64_t st, int buf) {
     unsigned char* base = smem + buf * S::bytes + S::kX;
 #pragma unroll
     for (int i = 0; i < kXItems; ++i) {
-      const int64_t row = (xt + kItemTokens * i) * K + st * kStage;
       if constexpr (kSelfPack<kNT>) {
-        const int q0 = xp * 8 % kHalf;
-        const float* src = x + (x_live[i] ? row + xp * 8 / kHalf * kHalf : 0);
+        const float* src = x_first[i] + (x_live[i] ? st * kStage : 0);
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
-          const int r = packed_source<kBits>(q0 + 2 * c);
-          xr[i][2 * c] = x_live[i] ? src[r] : 0.0f;
-          xr[i][2 * c + 1] = x_live[i] ? src[r + kApart<kBits>] : 0.0f;
+          xr[i][2 * c] = x_live[i] ? src[c * kCodesApart] : 0.0f;
+          xr[i][2 * c + 1] = x_live[i] ? src[c * kCodesApart + kApart<kBits>] : 0.0f;
         }
       } else if (x_item[i]) {
+        const int64_t row = (xt + kItemTokens * i) * K + st * kStage;
         cp_async16(base + (xt + kItemTokens * i) * S::kXld + xp * 16, x + (x_live[i] ? row + xp * 8 : 0),
                    x_live[i]);
       }
@@ -295,17 +304,20 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
   constexpr int kJ = kNT == 1 ? 2 : 1, kN = 2 / kJ;
   const int m = lane / 8, b_lane = (m / (2 * kJ) * 8 + lane % 8) * S::kXld + m % (2 * kJ) * 16;
   float acc[2][kNT][4] = {};
+  // The ring's stage read this step (i % kStages) and the one refilled (i + kStages - 1), kept
+  // as counters: the loop is bound by its instructions.
+  int read = 0, fill = kStages - 1;
   for (int i = 0; i < count; ++i) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // stage i is in; the stage refilled next was read by every warp
     const bool refill = i + kStages - 1 < count;
     if (refill) {
-      issue_w(s0 + i + kStages - 1, (i + kStages - 1) % kStages);
-      issue_x(s0 + i + kStages - 1, (i + kStages - 1) % kStages);
+      issue_w(s0 + i + kStages - 1, fill);
+      issue_x(s0 + i + kStages - 1, fill);
     }
     cp_async_commit();
 
-    const unsigned char* base = smem + (i % kStages) * S::bytes;
+    const unsigned char* base = smem + read * S::bytes;
     const int64_t st = s0 + i;
 #pragma unroll
     for (int hh = 0; hh < kWarpHalves; ++hh) {
@@ -377,7 +389,9 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
         }
       }
     }
-    if (refill) store_x((i + kStages - 1) % kStages);
+    if (refill) store_x(fill);
+    read = read == kStages - 1 ? 0 : read + 1;
+    fill = fill == kStages - 1 ? 0 : fill + 1;
   }
   cp_async_wait<0>();
   // The second half's sums go to the first through the (now free) ring, sum v of every lane of
