@@ -27,6 +27,9 @@
 //    tile 318 / 2,159; shifts 345 / 2,320; one lop3 a pair 351 / 2,359. 8-bit codes (bf16 scales),
 //    at batch 1 / 2 / 8 / 32: 242 / 473 / 1,816 / 4,957, against 144 / 231 / 333 / 1,300 by qgemv to
 //    2 tokens and widening past; 4-bit codes with f16 scales as with bf16 (363 / 708 / 2,615 / 5,969).
+//    Self-packed x is read at fixed offsets from one pointer an item, and the ring's stages are
+//    counters, not i % 3: 4-bit at batch 1 / 8 / 16, 391 / 2,902 / 4,830 -> 405 / 2,998 / 4,963.
+//    Before that, widening was 58% of the one-tile kernel's instructions (ncu, gate+up, batch 1).
 //  - Past one tile a warp widens one mma's A fragments at a time (an ldmatrix_x4 then brings two
 //    tiles' B), which frees registers: 17-32 tokens spilled at their cap of 128, 33-64 at 255; now
 //    only 8-bit codes with f16 scales at 17-32 tokens spill, 4 bytes.
