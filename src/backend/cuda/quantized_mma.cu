@@ -139,10 +139,23 @@ __device__ __forceinline__ uint32_t word_of(const uint4& q, int i) {
 template <int kBits>
 constexpr int kApart = kBits == 4 ? 4 : 1;
 template <int kBits>
-__device__ __forceinline__ int packed_source(int q) {
+__host__ __device__ constexpr int packed_source(int q) {
   const int m = q / 8, c = (q % 8) / 2, j = m / 2, s = m % 2;
   return kBits == 4 ? 32 * c + 16 * (j / 4) + 8 * s + j % 4 : 16 * c + 4 * j + 2 * s;
 }
+// The 4 pairs of a packed 8-element piece (first at q0, a multiple of 8) come from elements
+// kPairsApart apart: packed_source(q0 + 2 c) = packed_source(q0) + c * kPairsApart, so a thread
+// that packs a piece reads them at fixed offsets from one pointer.
+template <int kBits>
+constexpr int kPairsApart = kBits == 4 ? 32 : 16;
+template <int kBits>
+constexpr bool pairs_evenly_apart() {
+  for (int q0 = 0; q0 < kHalfK<kBits>; q0 += 8)
+    for (int c = 0; c < 4; ++c)
+      if (packed_source<kBits>(q0 + 2 * c) != packed_source<kBits>(q0) + c * kPairsApart<kBits>) return false;
+  return true;
+}
+static_assert(pairs_evenly_apart<4>() && pairs_evenly_apart<8>(), "a piece's pairs at fixed offsets");
 
 template <class H>
 __device__ __forceinline__ uint32_t pack_pair(float a, float b) {
@@ -243,15 +256,15 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
   }
   float xr[kSelfPack<kNT> ? kXItems : 1][8];
   // Self-packed, the item's 8 elements at stage st lie at x_first[i] + st * kStage plus fixed
-  // offsets: packed pairs 2 c of a piece (its first at q0, a multiple of 8) come from elements
-  // packed_source(q0) + c * kCodesApart and kApart past them.
-  constexpr int kCodesApart = kBits == 4 ? 32 : 16;
+  // offsets (pairs_evenly_apart).
   const float* x_first[kSelfPack<kNT> ? kXItems : 1];
   if constexpr (kSelfPack<kNT>) {
     const int q0 = xp * 8 % kHalf;
 #pragma unroll
     for (int i = 0; i < kXItems; ++i)
-      x_first[i] = x + (x_live[i] ? (xt + kItemTokens * i) * K + xp * 8 / kHalf * kHalf + packed_source<kBits>(q0) : 0);
+      x_first[i] =
+          x +
+          (x_live[i] ? (xt + kItemTokens * i) * K + xp * 8 / kHalf * kHalf + packed_source<kBits>(q0) : 0);
   }
   auto issue_x = [&](int64_t st, int buf) {
     unsigned char* base = smem + buf * S::bytes + S::kX;
@@ -261,8 +274,8 @@ __global__ void __launch_bounds__(kThreads, kNT == 8 ? 1 : 2)
         const float* src = x_first[i] + (x_live[i] ? st * kStage : 0);
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
-          xr[i][2 * c] = x_live[i] ? src[c * kCodesApart] : 0.0f;
-          xr[i][2 * c + 1] = x_live[i] ? src[c * kCodesApart + kApart<kBits>] : 0.0f;
+          xr[i][2 * c] = x_live[i] ? src[c * kPairsApart<kBits>] : 0.0f;
+          xr[i][2 * c + 1] = x_live[i] ? src[c * kPairsApart<kBits> + kApart<kBits>] : 0.0f;
         }
       } else if (x_item[i]) {
         const int64_t row = (xt + kItemTokens * i) * K + st * kStage;
