@@ -21,21 +21,33 @@ namespace {
 template <int kTokens>
 constexpr int kWarpsPerBlock = kTokens == 1 ? 8 : 4;
 
+// One token's kernels are held to 4 blocks an SM, 64 registers (0: no bound). Unbounded, they
+// take 36-46 registers and 5-7 blocks an SM, and alone o ran about 40% and down 12% slower.
+template <int kTokens>
+constexpr int kMinBlocks = kTokens == 1 ? 4 : 0;
+
+// Pieces (16 bytes a lane) of each row read before the previous kernel, which writes x, has
+// finished. At one token none: the kernel still starts early, but such loads take bandwidth from
+// the previous kernel's last rows, which the step waits for, and their registers cost a block an
+// SM. bench_cuda decode batch 1 on an H100 (8B shapes, rounds interleaved, 4 blocks an SM unless
+// said): 4 pieces (3 blocks for gate/up and half-rows) 179.2-179.5 tok/s, 1 piece 181.9-182.2,
+// none 183.6-183.7; on another, 4 pieces 182.0-182.7, none 186.8-187.4, none unbounded 182.5-183.2.
+template <int kTokens>
+constexpr int kPrefetch = kTokens == 1 ? 0 : 4;
+
 // acc[r][t] = this lane's share of row r · x[t] (warp_sum gives the whole), for kRows rows of K
 // weights (16-byte aligned) and kTokens tokens, token t's activations at x + t * ld. The first
-// kPrefetch pieces of each row are read before the previous kernel (which writes x) has
-// finished: launched as its programmatic dependent, the kernel streams weights while the small
-// kernels before it (norm, attention) run.
+// kPrefetch<kTokens> pieces of each row are read before the previous kernel (which writes x) has
+// finished: the kernel is launched as its programmatic dependent.
 template <class W, int kTokens, int kRows>
 __device__ __forceinline__ void dot_rows(const float* __restrict__ x, int64_t ld, const W* const (&wr)[kRows],
                                          int64_t K, float (&acc)[kRows][kTokens]) {
   const int lane = threadIdx.x % 32;
-  constexpr int kPrefetch = 4;
-  uint4 pre[kRows][kPrefetch];
+  uint4 pre[kRows][kPrefetch<kTokens> > 0 ? kPrefetch<kTokens> : 1];
   // Addressed from the lane's first piece (p * 32 pieces on): as wr + lane * 8 + p * 256 the
   // bf16 two-token gemv_kernel spills.
 #pragma unroll
-  for (int p = 0; p < kPrefetch; ++p)
+  for (int p = 0; p < kPrefetch<kTokens>; ++p)
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
       if (lane * 8 + p * 256 < K) pre[r][p] = __ldg(reinterpret_cast<const uint4*>(wr[r] + lane * 8) + p * 32);
@@ -55,7 +67,7 @@ __device__ __forceinline__ void dot_rows(const float* __restrict__ x, int64_t ld
     }
   };
 #pragma unroll
-  for (int p = 0; p < kPrefetch; ++p)
+  for (int p = 0; p < kPrefetch<kTokens>; ++p)
     if (lane * 8 + p * 256 < K) {
       float wf[kRows][8];
 #pragma unroll
@@ -63,7 +75,7 @@ __device__ __forceinline__ void dot_rows(const float* __restrict__ x, int64_t ld
       accumulate(wf, lane * 8 + p * 256);
     }
 #pragma unroll 4
-  for (int64_t k = lane * 8 + kPrefetch * 256; k < K; k += 256) {
+  for (int64_t k = lane * 8 + kPrefetch<kTokens> * 256; k < K; k += 256) {
     float wf[kRows][8];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) load8(wr[r] + k, wf[r]);
@@ -75,7 +87,7 @@ __device__ __forceinline__ void dot_rows(const float* __restrict__ x, int64_t ld
 // 16), the halves' sums added in a fixed order: a grid of rows that would leave its last wave
 // mostly empty (an 8B's q/k/v: 1.45 waves of rows on an H200) takes fewer whole waves of half-rows.
 template <class W, int kTokens, int kSplit>
-__global__ void __launch_bounds__(kWarpsPerBlock<kTokens> * 32)
+__global__ void __launch_bounds__(kWarpsPerBlock<kTokens> * 32, kMinBlocks<kTokens>)
     gemv_kernel(const float* __restrict__ x, StackedParts g, int64_t K) {
   static_assert(kSplit == 1 || kSplit == 2, "a row in one or two halves");
   constexpr int kRowsPerBlock = kWarpsPerBlock<kTokens> / kSplit;
@@ -112,7 +124,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock<kTokens> * 32)
 
 // out[t, n] = act(gate row n · x[t] + gate bias) * (up row n · x[t] + up bias), one warp per n.
 template <class W, int kTokens, bool kGelu>
-__global__ void __launch_bounds__(kWarpsPerBlock<kTokens> * 32)
+__global__ void __launch_bounds__(kWarpsPerBlock<kTokens> * 32, kMinBlocks<kTokens>)
     gemv_glu_kernel(const float* __restrict__ x, GatedPair g, int64_t K, float* __restrict__ out) {
   const int64_t n = int64_t(blockIdx.x) * kWarpsPerBlock<kTokens> + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
