@@ -26,38 +26,30 @@ constexpr int kWarpsPerBlock = kTokens == 1 ? 8 : 4;
 template <int kTokens>
 constexpr int kMinBlocks = kTokens == 1 ? 4 : 0;
 
-// Pieces (16 bytes a lane) of each row read before the previous kernel, which writes x, has
-// finished. At one token none: the kernel still starts early, but such loads take bandwidth from
-// the previous kernel's last rows, which the step waits for, and their registers cost a block an
-// SM. bench_cuda decode batch 1 on an H100 (8B shapes, rounds interleaved, 4 blocks an SM unless
-// said): 4 pieces (3 blocks for gate/up and half-rows) 179.2-179.5 tok/s, 1 piece 181.9-182.2,
-// none 183.6-183.7; on another, 4 pieces 182.0-182.7, none 186.8-187.4, none unbounded 182.5-183.2.
-template <int kTokens>
-constexpr int kPrefetch = kTokens == 1 ? 0 : 4;
-
 // acc[r][t] = this lane's share of row r · x[t] (warp_sum gives the whole), for kRows rows of K
-// weights (16-byte aligned) and kTokens tokens, token t's activations at x + t * ld. The first
-// kPrefetch<kTokens> pieces of each row are read before the previous kernel (which writes x) has
-// finished: the kernel is launched as its programmatic dependent.
+// weights (16-byte aligned) and kTokens tokens, token t's activations at x + t * ld. Launched as
+// the previous kernel's programmatic dependent, the kernel starts early but reads nothing until
+// that kernel (which writes x) has finished: weights read ahead took bandwidth from its last rows,
+// which the step waits for, and registers that cost a block an SM. bench_cuda decode tok/s on an
+// H100 (8B shapes, rounds interleaved), each row's first 4 pieces read ahead / 1 / none: batch 1
+// 179.2-179.5 / 182.0-182.2 / 183.6-183.7 (one-token kernels at 4 blocks an SM, where 4 pieces had
+// left gate/up and half-rows at 3); on another, 4 / none: batch 1 182.4-182.8 / 187.2-187.5,
+// batch 2 333.9-335.0 / 338.7-339.1.
 template <class W, int kTokens, int kRows>
 __device__ __forceinline__ void dot_rows(const float* __restrict__ x, int64_t ld, const W* const (&wr)[kRows],
                                          int64_t K, float (&acc)[kRows][kTokens]) {
   const int lane = threadIdx.x % 32;
-  uint4 pre[kRows][kPrefetch<kTokens> > 0 ? kPrefetch<kTokens> : 1];
-  // Addressed from the lane's first piece (p * 32 pieces on): as wr + lane * 8 + p * 256 the
-  // bf16 two-token gemv_kernel spills.
-#pragma unroll
-  for (int p = 0; p < kPrefetch<kTokens>; ++p)
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)
-      if (lane * 8 + p * 256 < K) pre[r][p] = __ldg(reinterpret_cast<const uint4*>(wr[r] + lane * 8) + p * 32);
   wait_for_previous();
   allow_next();
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) acc[r][t] = 0.0f;
-  auto accumulate = [&](const float (&wf)[kRows][8], int64_t k) {
+#pragma unroll 4
+  for (int64_t k = lane * 8; k < K; k += 256) {
+    float wf[kRows][8];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) load8(wr[r] + k, wf[r]);
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) {
       const float4* xp = reinterpret_cast<const float4*>(x + t * ld + k);
@@ -65,21 +57,6 @@ __device__ __forceinline__ void dot_rows(const float* __restrict__ x, int64_t ld
 #pragma unroll
       for (int r = 0; r < kRows; ++r) acc[r][t] += dot8(wf[r], a, b);
     }
-  };
-#pragma unroll
-  for (int p = 0; p < kPrefetch<kTokens>; ++p)
-    if (lane * 8 + p * 256 < K) {
-      float wf[kRows][8];
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) unpack8(pre[r][p], wr[r], wf[r]);
-      accumulate(wf, lane * 8 + p * 256);
-    }
-#pragma unroll 4
-  for (int64_t k = lane * 8 + kPrefetch<kTokens> * 256; k < K; k += 256) {
-    float wf[kRows][8];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) load8(wr[r] + k, wf[r]);
-    accumulate(wf, k);
   }
 }
 

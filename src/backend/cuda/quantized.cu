@@ -108,7 +108,7 @@ __device__ __forceinline__ void word_dot(const uint32_t (&q)[kRows], const float
 // scales and biases consecutive, as upload_group stacks them; w holds the first part's). A warp
 // takes kRows rows; lane l reads words l, l + 32, ... of each, so that the warp's activations
 // for a word of every row are one contiguous read, made once for the kRows rows. The first
-// kPrefetch words of each row are read before the previous kernel has finished (gemv.cu).
+// kPrefetch words of each row are read before the previous kernel has finished.
 template <int kBits, int kRows, int kTokens>
 __global__ void __launch_bounds__(kWarps * 32)
     qgemv_kernel(const float* __restrict__ x, int T, QuantizedMatrix w, StackedParts g, int64_t rows, int64_t K) {
