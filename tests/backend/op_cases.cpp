@@ -848,6 +848,11 @@ std::vector<OpCase> op_cases(const std::string& op) {
         {{1}, {900}, 8, 1, 64, 16},                       // MQA decode
         {{1}, {2000}, 4, 1, 128, 16, 700},                // MQA decode, sliding window
         {{1}, {1200}, 2, 1, 40, 7, 0, 30.0f},             // MQA decode, softcap, odd block size
+        // Few sequences: on a GPU, key splits of 128 merged in a cluster (2 and 4 here; one
+        // sequence's last split empty), or one split.
+        {{1}, {200}, 32, 8, 128, 16},                     // decode, group 4, Dh 128
+        {{1, 1, 1}, {450, 130, 333}, 32, 8, 64, 16},      // batched decode, ragged
+        {{1}, {100}, 16, 4, 128, 16},                     // short decode
     };
     // 32 sequences x 8 kv heads: 256 blocks, on a GPU of 128+ SMs the decode's deep form (two steps
     // of keys in flight a warp); ragged contexts, odd and even numbers of 16-key steps.

@@ -519,8 +519,16 @@ int flash_decode_cluster_splits(const AttentionArgs& a) {
   // 385 / 845, batch 1 / 4 at 1000 233 / 870 against 222 / 824, batch 1 / 2 at 2048 227 / 387
   // against 210 / 339, batch 1 at 4096 216 against 205, batch 1 / 4 at 8192 217 / 635 against
   // 193 / 538, batch 1 / 2 at 32768 170 / 228 against 134 / 172.
+  // Splits of 128 keys: one step of a clustered block's 8 warps (16 keys each), where splits of
+  // one 64-key tile left half of every block's warps idle. Measured on two H100s (8B shapes,
+  // bench_cuda decode tok/s at batch 1 / 2 / 4, two rounds, 64-key splits against 128): context
+  // 512 182.4 / 330.2-330.6 / 636.7-637.5 against 182.8 / 338.7 / 645.9, 768 186.7-187.3 /
+  // 336.4-337.1 / 640.9-643.2 against 186.9-187.4 / 346.2-346.7 / 656.5-656.9, 100 (now one
+  // plain split) 183.3 / 340.3 / 670.0 against 183.9-184.0 / 341.8-341.9 / 675.2; context 200
+  // 188.3 / 349.3-349.6 / 667.6-674.2 against 187.5-187.6 / 347.8-348.2 / 670.9-683.7.
   if (!decode_in_registers(a) || !dependent_launch_supported()) return 0;
-  return std::clamp((a.max_context_len + kKeys - 1) / kKeys, 1, kMaxClusterBlocks);
+  constexpr int kSplitKeys = 16 * kRegWarps<true>;
+  return std::clamp((a.max_context_len + kSplitKeys - 1) / kSplitKeys, 1, kMaxClusterBlocks);
 }
 
 void flash_decode(const AttentionArgs& a, int splits, bool clustered, float* partial, int sm_count, cudaStream_t s) {
