@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(block_warps(kWanted, kGroup, 32 * kDpl) * 32)
       if (d == 0) pp[Dh] = mx, pp[Dh + 1] = sum;
     }
   }
-  if constexpr (kCluster) merge_in_cluster<kGroup>(a, t, kvh, &block_ml[0][0], 2, block_acc[0], Dh);
+  if constexpr (kCluster) merge_in_cluster(a, t, kvh, &block_ml[0][0], 2, block_acc[0], Dh);
 }
 
 template <class KV, int kDpl, int L, int kGroup, int kW>

@@ -366,7 +366,7 @@ __global__ void __launch_bounds__(kRegWarps<kCluster> * 32, kMinBlocks)
   if constexpr (kCluster) {
     __shared__ float sums[8 * (DH + 2)];  // the block's merged heads, for the cluster
     merge_warps<DH, kW>(a, merge, 8, t, kvh, split, partial, sums);
-    merge_in_cluster<8>(a, t, kvh, sums + DH, DH + 2, sums, DH + 2);
+    merge_in_cluster(a, t, kvh, sums + DH, DH + 2, sums, DH + 2);
   } else {
     merge_warps<DH, kW>(a, merge, 8, t, kvh, split, partial);
   }
