@@ -526,9 +526,19 @@ int flash_decode_cluster_splits(const AttentionArgs& a) {
   // 336.4-337.1 / 640.9-643.2 against 186.9-187.4 / 346.2-346.7 / 656.5-656.9, 100 (now one
   // plain split) 183.3 / 340.3 / 670.0 against 183.9-184.0 / 341.8-341.9 / 675.2; context 200
   // 188.3 / 349.3-349.6 / 667.6-674.2 against 187.5-187.6 / 347.8-348.2 / 670.9-683.7.
+  // At most as many splits as make about 64 blocks in all: at batch 2-7 the cluster merges
+  // cost more than the further splits gain. On an H100 (bench_cuda decode tok/s, two rounds,
+  // this rule against splits by keys alone), batch 2 / 4 / 5 / 6 / 7 at context 512 348.0-348.7 /
+  // 678.0-679.5 / 839.5-840.0 / 1002.2-1003.6 / 1160.4-1162.2 against 346.7-347.4 / 657.9-660.1 /
+  // 819.4-820.9 / 979.4-980.6 / 1136.3-1137.9, at 2048 335.1-335.9 / 630.7 / 776.8-785.5 /
+  // 923.8-931.8 / 1063.6-1073.6 against 327.4-328.5 / 605.9-614.5 / 746.4-757.6 / 858.3-873.3 /
+  // 993.3-1006.3; batch 1 (the same splits either way) unchanged.
   if (!decode_in_registers(a) || !dependent_launch_supported()) return 0;
-  constexpr int kSplitKeys = 16 * kRegWarps<true>;
-  return std::clamp((a.max_context_len + kSplitKeys - 1) / kSplitKeys, 1, kMaxClusterBlocks);
+  constexpr int kSplitKeys = 16 * kRegWarps<true>, kBlocks = 64;
+  const int64_t seq_blocks = std::max<int64_t>(int64_t(a.num_seqs) * a.Hkv, 1);
+  const int by_keys = (a.max_context_len + kSplitKeys - 1) / kSplitKeys;
+  const int by_blocks = int((kBlocks + seq_blocks - 1) / seq_blocks);
+  return std::clamp(std::min(by_keys, by_blocks), 1, kMaxClusterBlocks);
 }
 
 void flash_decode(const AttentionArgs& a, int splits, bool clustered, float* partial, int sm_count, cudaStream_t s) {
