@@ -848,9 +848,10 @@ std::vector<OpCase> op_cases(const std::string& op) {
         {{1}, {900}, 8, 1, 64, 16},                       // MQA decode
         {{1}, {2000}, 4, 1, 128, 16, 700},                // MQA decode, sliding window
         {{1}, {1200}, 2, 1, 40, 7, 0, 30.0f},             // MQA decode, softcap, odd block size
-        // Few sequences: on a GPU, key splits of 128 merged in a cluster (2 and 4 here; one
-        // sequence's last split empty), or one split.
+        // Few sequences: on a GPU, key splits of 128 merged in a cluster (2, 3 and 4 here; in the
+        // second, one sequence's last split empty), or one split.
         {{1}, {200}, 32, 8, 128, 16},                     // decode, group 4, Dh 128
+        {{1, 1}, {450, 130}, 32, 8, 64, 16},              // batched decode, ragged
         {{1, 1, 1}, {450, 130, 333}, 32, 8, 64, 16},      // batched decode, ragged
         {{1}, {100}, 16, 4, 128, 16},                     // short decode
     };

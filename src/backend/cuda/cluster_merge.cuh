@@ -56,8 +56,10 @@ __device__ __forceinline__ void merge_in_cluster(const AttentionArgs& a, int t, 
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     float o = 0.0f;
 #pragma unroll
-    for (int k = 0; k < kMaxClusterBlocks; ++k)
-      if (f[k] * inv != 0.0f) o += v[k] * (f[k] * inv);
+    for (int k = 0; k < kMaxClusterBlocks; ++k) {
+      f[k] *= inv;
+      if (f[k] != 0.0f) o += v[k] * f[k];
+    }
     store_as(a.out, a.out_dtype, (int64_t(t) * a.H + int64_t(kvh) * G + g) * Dh + d, o);
   }
   // No block leaves while another still reads its sums. The reads are done (their values are
