@@ -78,6 +78,7 @@ struct Layer {
 struct Model {
   Shape8B m;
   Tensor embed, norm, lm_head, inv_freq;
+  Tensor unit_norm;  // defined where the norms are folded into the products (as nn::Decoder does)
   std::vector<Layer> layers;
   std::vector<Tensor> k_cache, v_cache;
   Tensor ids_host;  // page-locked, as the runner's
@@ -117,6 +118,16 @@ Model build_model(Backend& be, int kv_tokens) {
     L.up = gate_up.slice_rows(I, 2 * I);
     L.down = matrix(wide, H, I);
     M.layers.push_back(std::move(L));
+  }
+  if (be.normalises_inputs(1)) {  // nn::Decoder::fold_norms
+    Tensor unit = Tensor::empty(DType::F32, {H});
+    std::fill_n(unit.data<float>(), H, 1.0f);
+    M.unit_norm = be.upload(unit);
+    for (Layer& L : M.layers) {
+      for (Tensor* w : {&L.q, &L.k, &L.v}) be.fold_norm_weight(*w, L.in_norm, 0.0f);
+      for (Tensor* w : {&L.gate, &L.up}) be.fold_norm_weight(*w, L.post_norm, 0.0f);
+      L.in_norm = L.post_norm = M.unit_norm;
+    }
   }
   Tensor inv = Tensor::empty(DType::F32, {Dh / 2});
   for (int i = 0; i < Dh / 2; ++i) inv.data<float>()[i] = 1.0f / std::pow(500000.0f, float(2 * i) / float(Dh));
@@ -198,16 +209,28 @@ Tensor forward(Backend& be, Model& M, const StepInputs& in) {
   Tensor attn2 = attn.reshape({T, nq * Dh});
   const Tensor none;
   be.embedding(M.embed, in.tokens, 1.0f, x);
-  be.rms_norm(x, M.layers[0].in_norm, 1e-5f, 0.0f, h);
+  const bool normed_products = M.unit_norm.defined() && be.normalises_inputs(T);
+  const Backend::UnitNorm unit{M.unit_norm, 1e-5f, 0.0f};
+  if (!normed_products) be.rms_norm(x, M.layers[0].in_norm, 1e-5f, 0.0f, h);
   for (int l = 0; l < m.layers; ++l) {
     Layer& L = M.layers[size_t(l)];
-    be.linear_rope_store_kv(h, {L.q, none, q2}, {L.k, none, k2}, {L.v, none, v2}, in.meta.positions, rope,
-                            in.slots, M.k_cache[size_t(l)], M.v_cache[size_t(l)], nullptr);
-    be.attention(q, M.k_cache[size_t(l)], M.v_cache[size_t(l)], in.meta, {1.0f / std::sqrt(float(Dh)), 0, 0.0f},
-                 attn);
+    const LinearPart qp{L.q, none, q2}, kp{L.k, none, k2}, vp{L.v, none, v2};
+    Tensor &kc = M.k_cache[size_t(l)], &vc = M.v_cache[size_t(l)];
+    if (normed_products)
+      be.normed_rope_store_kv(x, unit, qp, kp, vp, in.meta.positions, rope, in.slots, kc, vc, nullptr);
+    else
+      be.linear_rope_store_kv(h, qp, kp, vp, in.meta.positions, rope, in.slots, kc, vc, nullptr);
+    be.attention(q, kc, vc, in.meta, {1.0f / std::sqrt(float(Dh)), 0, 0.0f}, attn);
+    const bool last_layer = l + 1 == m.layers;
+    if (normed_products) {
+      be.linear_add(attn2, {L.o, none, d}, x);
+      be.normed_glu(Glu::SwiGLU, x, unit, {L.gate, none, gate}, {L.up, none, up}, gate);
+      be.linear_add(gate, {L.down, none, d}, x);
+      if (last_layer) be.rms_norm(x, M.norm, 1e-5f, 0.0f, normed);
+      continue;
+    }
     be.linear_add_rms_norm(attn2, {L.o, none, d}, x, L.post_norm, 1e-5f, 0.0f, h);
     be.linear_glu(Glu::SwiGLU, h, {L.gate, none, gate}, {L.up, none, up}, gate);
-    const bool last_layer = l + 1 == m.layers;
     be.linear_add_rms_norm(gate, {L.down, none, d}, x, last_layer ? M.norm : M.layers[size_t(l) + 1].in_norm, 1e-5f,
                            0.0f, last_layer ? normed : h);
   }

@@ -266,6 +266,45 @@ class Backend {
     linear(a, p.weight, p.bias, p.out);
     add_rms_norm(x, p.out, w, eps, offset, out);
   }
+
+  // Products that take the residual stream itself and RMS-normalise it as they read, so that no
+  // norm kernel runs between a sublayer's output product and the next one's input products: the
+  // norm's weight is folded into the weights of the products it feeds (fold_norm_weight), and
+  // the norm keeps a unit weight. Whether this backend has such products for T tokens (on a GPU,
+  // the decode GEMV's one or two); the decoder then calls the normed_ ops and linear_add().
+  virtual bool normalises_inputs(int64_t /*tokens*/) const { return false; }
+  // w[N, K] *= norm[k] + offset, in place (w in this backend's memory, f32 or 16-bit, rounded once).
+  virtual void fold_norm_weight(Tensor& /*w*/, const Tensor& /*norm*/, float /*offset*/) {
+    throw Error("fold_norm_weight: not supported by this backend");
+  }
+  // x's RMSNorm with a unit weight: unit + offset is 1 (a norm whose weight was folded away).
+  struct UnitNorm {
+    const Tensor& unit;
+    float eps, offset;
+  };
+  // linear_rope_store_kv() and linear_glu() of rms_norm(x) with a unit weight. The defaults
+  // normalise x into a scratch tensor, then run those.
+  virtual void normed_rope_store_kv(const Tensor& x, const UnitNorm& n, const LinearPart& q,
+                                    const LinearPart& k, const LinearPart& v, const Tensor& positions,
+                                    const RopeParams& p, const Tensor& slots, Tensor& k_cache,
+                                    Tensor& v_cache, const QkNorm* qk_norm) {
+    Tensor h = empty(DType::F32, x.shape());
+    rms_norm(x, n.unit, n.eps, n.offset, h);
+    linear_rope_store_kv(h, q, k, v, positions, p, slots, k_cache, v_cache, qk_norm);
+  }
+  virtual void normed_glu(Glu act, const Tensor& x, const UnitNorm& n, const LinearPart& gate,
+                          const LinearPart& up, Tensor& out) {
+    Tensor h = empty(DType::F32, x.shape());
+    rms_norm(x, n.unit, n.eps, n.offset, h);
+    linear_glu(act, h, gate, up, out);
+  }
+  // x[T, N] += a[T, K] · p.weightᵀ (+ p.bias): a sublayer's output product and its residual add.
+  // p.out [T, N] (f32) is scratch: the default runs linear() into it, then add().
+  virtual void linear_add(const Tensor& a, const LinearPart& p, Tensor& x) {
+    linear(a, p.weight, p.bias, p.out);
+    add(x, p.out, x);
+  }
+
   // Uploads a mixture's experts in the layout of Experts: every gate and up in turn as one group,
   // then every down as another.
   Experts upload_experts(const std::vector<Tensor>& gate, const std::vector<Tensor>& up,

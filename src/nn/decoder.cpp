@@ -104,6 +104,26 @@ Decoder::Decoder(const HfConfig& cfg, const DecoderOptions& opts, const WeightSt
     for (const Linear* l :
          {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj})
       if (l->weight.defined() && l->weight.dtype() != products_dtype_) products_dtype_ = DType::F32;
+  fold_norms();
+}
+
+void Decoder::fold_norms() {
+  if (!be_.normalises_inputs(1) || opts_.sandwich_norms || layers_.empty()) return;
+  for (const Layer& L : layers_)
+    for (const Linear* l : {&L.q_proj, &L.k_proj, &L.v_proj, &L.gate_proj, &L.up_proj})
+      if (L.moe || !l->weight.defined() || l->weight.quantization()) return;
+  // (w + offset) is 1 where w is 1 - offset: exact in the norms' dtypes for offsets 0 and 1.
+  const Tensor& w0 = layers_[0].input_layernorm;
+  Tensor unit = Tensor::empty(DType::F32, {w0.numel()});
+  std::fill_n(unit.data<float>(), unit.numel(), 1.0f - opts_.norm_offset);
+  unit_norm_ = be_.upload(unit);
+  for (Layer& L : layers_) {
+    for (Linear* l : {&L.q_proj, &L.k_proj, &L.v_proj})
+      be_.fold_norm_weight(l->weight, L.input_layernorm, opts_.norm_offset);
+    for (Linear* l : {&L.gate_proj, &L.up_proj})
+      be_.fold_norm_weight(l->weight, L.post_attention_layernorm, opts_.norm_offset);
+    L.input_layernorm = L.post_attention_layernorm = unit_norm_;
+  }
 }
 
 Tensor Decoder::load(const WeightStore& w, const std::string& name, const Shape& shape) {
@@ -167,15 +187,24 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
   Tensor moe_in = act == DType::F32 || opts_.moe.num_experts == 0 ? h : be_.empty(DType::F32, {T, H});
   const float eps = opts_.rms_norm_eps, off = opts_.norm_offset;
   be_.embedding(embed_tokens, fb.token_ids, embed_scale_, x);
-  be_.rms_norm(x, layers_.empty() ? norm : layers_[0].input_layernorm, eps, off, h);
+  // With the norms folded (fold_norms) and products that normalise their input at this many
+  // tokens, those products read x itself and the output products add into it: no norm runs
+  // between them.
+  const bool normed_products = unit_norm_.defined() && be_.normalises_inputs(T);
+  const Backend::UnitNorm unit{unit_norm_, eps, off};
+  if (!normed_products) be_.rms_norm(x, layers_.empty() ? norm : layers_[0].input_layernorm, eps, off, h);
   for (int l = 0; l < opts_.num_layers; ++l) {
     Layer& L = layers_[l];
     const RopeParams& rope = opts_.sliding_window[l] > 0 ? sliding_rope : full_rope;
     const LinearPart qp{L.q_proj.weight, L.q_proj.bias, q2}, kp{L.k_proj.weight, L.k_proj.bias, k2},
         vp{L.v_proj.weight, L.v_proj.bias, v2};
     const QkNorm qk_norm{L.q_norm, L.k_norm, eps, off};  // q and k normalised per head before rope
-    be_.linear_rope_store_kv(h, qp, kp, vp, fb.attn.positions, rope, fb.slot_mapping, cache.k[l], cache.v[l],
-                             opts_.qk_norm ? &qk_norm : nullptr);
+    if (normed_products)
+      be_.normed_rope_store_kv(x, unit, qp, kp, vp, fb.attn.positions, rope, fb.slot_mapping, cache.k[l],
+                               cache.v[l], opts_.qk_norm ? &qk_norm : nullptr);
+    else
+      be_.linear_rope_store_kv(h, qp, kp, vp, fb.attn.positions, rope, fb.slot_mapping, cache.k[l],
+                               cache.v[l], opts_.qk_norm ? &qk_norm : nullptr);
     const float scale = opts_.attn_scale > 0.0f ? opts_.attn_scale : 1.0f / std::sqrt(float(Dh));
     be_.attention(q, cache.k[l], cache.v[l], fb.attn, {scale, opts_.sliding_window[l], opts_.attn_softcap}, attn);
     const bool last = l + 1 == opts_.num_layers;
@@ -192,17 +221,26 @@ Tensor Decoder::forward(const ForwardBatch& fb, KvCache& cache) {
       linear(attn2, L.o_proj, d);
       be_.rms_norm(d, L.post_attention_layernorm, eps, off, d);
       be_.add_rms_norm(x, d, L.pre_feedforward_layernorm, eps, off, h);
+    } else if (normed_products) {
+      be_.linear_add(attn2, {L.o_proj.weight, L.o_proj.bias, d}, x);
     } else {
       be_.linear_add_rms_norm(attn2, {L.o_proj.weight, L.o_proj.bias, d}, x, L.post_attention_layernorm, eps, off, h);
     }
 
     // gate = act(h · gate_projᵀ) * (h · up_projᵀ); up is scratch
-    be_.linear_glu(opts_.glu, h, {L.gate_proj.weight, L.gate_proj.bias, gate}, {L.up_proj.weight, L.up_proj.bias, up},
-                   gate);
+    const LinearPart gp{L.gate_proj.weight, L.gate_proj.bias, gate},
+        up_p{L.up_proj.weight, L.up_proj.bias, up};
+    if (normed_products)
+      be_.normed_glu(opts_.glu, x, unit, gp, up_p, gate);
+    else
+      be_.linear_glu(opts_.glu, h, gp, up_p, gate);
     if (opts_.sandwich_norms) {
       linear(gate, L.down_proj, d);
       be_.rms_norm(d, L.post_feedforward_layernorm, eps, off, d);
       be_.add_rms_norm(x, d, next_norm, eps, off, next_in);
+    } else if (normed_products) {
+      be_.linear_add(gate, {L.down_proj.weight, L.down_proj.bias, d}, x);
+      if (last) be_.rms_norm(x, norm, eps, off, normed);
     } else {
       be_.linear_add_rms_norm(gate, {L.down_proj.weight, L.down_proj.bias, d}, x, next_norm, eps, off, next_in);
     }

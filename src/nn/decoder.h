@@ -89,6 +89,9 @@ class Decoder {
   // The same parts stacked in one checkpoint tensor `name` (their names unused), without biases.
   void load_fused(const WeightStore& w, const std::string& name, std::initializer_list<GroupPart> parts, int in);
   Tensor load(const WeightStore& w, const std::string& name, const Shape& shape);
+  // Where the backend's products normalise their own input (Backend::normalises_inputs): each
+  // layer's two norm weights folded into q/k/v and gate/up, the norms then of unit weight.
+  void fold_norms();
   void linear(const Tensor& x, const Linear& l, Tensor& out) { be_.linear(x, l.weight, l.bias, out); }
 
   DecoderOptions opts_;
@@ -99,6 +102,7 @@ class Decoder {
   float embed_scale_ = 1.0f;
   std::vector<Layer> layers_;
   DType products_dtype_ = DType::F32;  // the layers' projections' dtype where they share one
+  Tensor unit_norm_;                   // defined once fold_norms() has folded the layers' norms
 };
 
 }  // namespace tessera::nn

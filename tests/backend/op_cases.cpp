@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <tuple>
 
@@ -280,6 +281,31 @@ OpCase linear_add_rms_norm_case(DType dt, DType a_dt, int T, int K, int N, bool 
           }};
 }
 
+// A sublayer's output product added into the residual stream, with no norm after it (the
+// decoder where the products normalise their own input: Backend::normalises_inputs).
+OpCase linear_add_case(DType dt, int T, int K, int N, bool bias, uint64_t seed) {
+  Rng rng(seed);
+  Tensor a = random_tensor(DType::F32, {T, K}, rng);
+  Tensor w = random_tensor(dt, {N, K}, rng, 1.0f / std::sqrt(float(K)));
+  Tensor b = bias ? random_tensor(dt, {N}, rng) : Tensor();
+  Tensor x = random_tensor(DType::F32, {T, N}, rng, 2);
+  std::string name = "linear_add " + dname(dt) + " T=" + std::to_string(T) + " K=" + std::to_string(K) +
+                     " N=" + std::to_string(N) + (bias ? " bias" : "");
+  return {name, "linear_add", dt, kReduction, [=](Backend& be) {
+            Tensor xd = upload(be, x), wd = upload(be, w), bd = bias ? upload(be, b) : Tensor();
+            Tensor scratch = poisoned(be, {T, N});
+            be.linear_add(upload(be, a), {wd, bd, scratch}, xd);
+            return Outputs{download(be, xd)};
+          }};
+}
+
+// The unit weight of a folded norm (Backend::UnitNorm): 1 - offset everywhere.
+Tensor unit_norm(int n, float offset) {
+  Tensor u = Tensor::empty(DType::F32, {n});
+  std::fill_n(u.data<float>(), n, 1.0f - offset);
+  return u;
+}
+
 OpCase rope_case(int T, int H, int Dh, int rotary_dim, float scaling, int max_pos, uint64_t seed) {
   Rng rng(seed);
   Tensor x = random_tensor(DType::F32, {T, H, Dh}, rng);
@@ -401,8 +427,11 @@ OpCase rope_store_kv_case(DType cache, int T, int H, int Hkv, int Dh, int rotary
 // A layer's attention inputs from x [T, K] (f32 or the weights' dtype): the q/k/v products, rope
 // and the cache stores. Weights uploaded as one stacked group or apart; a bias on each part or
 // none; one padding token (slot -1). The caches start random, as in rope_store_kv_case.
+// normed_offset: the same through normed_rope_store_kv, x then a residual stream (f32) and the
+// norm's unit weight 1 - offset.
 OpCase linear_rope_store_kv_case(DType dt, DType x_dt, int T, int K, int H, int Hkv, int Dh, int rotary_dim,
-                                 bool stacked, bool bias, uint64_t seed, HeadNorm norm = HeadNorm::None) {
+                                 bool stacked, bool bias, uint64_t seed, HeadNorm norm = HeadNorm::None,
+                                 std::optional<float> normed_offset = std::nullopt) {
   Rng rng(seed);
   const DType cache = dt == DType::F32 ? DType::F32 : DType::BF16;
   const int rows = T + 9;
@@ -415,25 +444,35 @@ OpCase linear_rope_store_kv_case(DType dt, DType x_dt, int T, int K, int H, int 
   Tensor kc = random_tensor(cache, {rows, Hkv, Dh}, rng), vc = random_tensor(cache, {rows, Hkv, Dh}, rng);
   const RopeInputs in = rope_inputs(T, rows, rotary_dim, rng);
   const HeadNormInputs hn = head_norm_inputs(norm, dt, Dh, rng);
-  std::string name = "linear_rope_store_kv " + dname(dt) + " x " + dname(x_dt) + " T=" + std::to_string(T) +
+  const std::string op = normed_offset ? "normed_rope_store_kv" : "linear_rope_store_kv";
+  const Tensor unit = unit_norm(K, normed_offset.value_or(0.0f));
+  std::string name = op + " " + dname(dt) + " x " + dname(x_dt) + " T=" + std::to_string(T) +
                      " K=" + std::to_string(K) + " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv) +
                      " Dh=" + std::to_string(Dh) + " rotary=" + std::to_string(rotary_dim) +
-                     (stacked ? " stacked" : " apart") + (bias ? " bias" : "") + hn.name();
-  return {name, "linear_rope_store_kv", dt, dt == DType::F32 ? kReduction : rounded16(cache), [=](Backend& be) {
+                     (stacked ? " stacked" : " apart") + (bias ? " bias" : "") + hn.name() +
+                     (normed_offset ? " offset=" + std::to_string(int(*normed_offset)) : "");
+  return {name, op, dt, dt == DType::F32 ? kReduction : rounded16(cache), [=](Backend& be) {
             std::vector<Tensor> wd;
-            if (stacked) wd = be.upload_group(w);
-            else for (const Tensor& m : w) wd.push_back(upload(be, m));
+            if (stacked)
+              wd = be.upload_group(w);
+            else
+              for (const Tensor& m : w) wd.push_back(upload(be, m));
             std::vector<Tensor> bd, outs;
             for (int i = 0; i < 3; ++i) {
               bd.push_back(bias ? upload(be, b[size_t(i)]) : Tensor());
               outs.push_back(poisoned(be, {T, wd[size_t(i)].dim(0)}));
             }
             Tensor kcd = upload(be, kc), vcd = upload(be, vc);
+            const Tensor xd = upload(be, x), pos = upload(be, in.positions), slots = upload(be, in.slots);
+            const RopeParams rope{upload(be, in.inv_freq), 1.0f, rotary_dim};
+            const LinearPart qp{wd[0], bd[0], outs[0]}, kp{wd[1], bd[1], outs[1]}, vp{wd[2], bd[2], outs[2]};
+            const Tensor unit_d = upload(be, unit);
             with_head_norm(be, hn, [&](const QkNorm* n) {
-              be.linear_rope_store_kv(upload(be, x), {wd[0], bd[0], outs[0]}, {wd[1], bd[1], outs[1]},
-                                      {wd[2], bd[2], outs[2]}, upload(be, in.positions),
-                                      RopeParams{upload(be, in.inv_freq), 1.0f, rotary_dim},
-                                      upload(be, in.slots), kcd, vcd, n);
+              if (normed_offset)
+                be.normed_rope_store_kv(xd, {unit_d, 1e-6f, *normed_offset}, qp, kp, vp, pos, rope, slots,
+                                        kcd, vcd, n);
+              else
+                be.linear_rope_store_kv(xd, qp, kp, vp, pos, rope, slots, kcd, vcd, n);
             });
             return Outputs{download(be, outs[0]), widened(be, kcd), widened(be, vcd)};
           }};
@@ -512,24 +551,34 @@ OpCase glu_case(Glu act, int T, int F, uint64_t seed, DType in_dt = DType::F32, 
 // The MLP's gate/up products and glu in one op: f32 x and out (the decode GEMV's form on a GPU),
 // weights of dt with or without biases of dt. The gate/up scratch starts as NaN and is not
 // compared (a backend may leave it); in_place writes into gate's scratch, as the decoder does.
+// normed_offset: through normed_glu, x then a residual stream (f32) and the norm's unit weight
+// 1 - offset.
 OpCase linear_glu_case(Glu act, DType dt, int T, int K, int F, bool bias, bool in_place, uint64_t seed,
-                       bool stacked = false, DType io = DType::F32) {
+                       bool stacked = false, DType io = DType::F32,
+                       std::optional<float> normed_offset = std::nullopt) {
   Rng rng(seed);
-  Tensor x = random_tensor(io, {T, K}, rng);
+  Tensor x = random_tensor(io, {T, K}, rng, normed_offset ? 3.0f : 1.0f);
   Tensor wg = random_tensor(dt, {F, K}, rng, 1.0f / std::sqrt(float(K)));
   Tensor wu = random_tensor(dt, {F, K}, rng, 1.0f / std::sqrt(float(K)));
   Tensor bg = bias ? random_tensor(dt, {F}, rng) : Tensor(), bu = bias ? random_tensor(dt, {F}, rng) : Tensor();
-  std::string name = std::string("linear_glu ") + glu_name(act) + " " + dname(dt) + " T=" + std::to_string(T) +
-                     " K=" + std::to_string(K) +
-                     " F=" + std::to_string(F) + (bias ? " bias" : "") + (in_place ? " out=gate" : "") +
-                     (stacked ? " stacked" : "") + (io != DType::F32 ? std::string(" io=") + dname(io) : "");
-  return {name, "linear_glu", dt, io == DType::F32 ? kReduction : rounded16(io), [=](Backend& be) {
+  const std::string op = normed_offset ? "normed_glu" : "linear_glu";
+  const Tensor unit = unit_norm(K, normed_offset.value_or(0.0f));
+  std::string name = op + " " + glu_name(act) + " " + dname(dt) + " T=" + std::to_string(T) +
+                     " K=" + std::to_string(K) + " F=" + std::to_string(F) + (bias ? " bias" : "") +
+                     (in_place ? " out=gate" : "") + (stacked ? " stacked" : "") +
+                     (io != DType::F32 ? std::string(" io=") + dname(io) : "") +
+                     (normed_offset ? " offset=" + std::to_string(int(*normed_offset)) : "");
+  return {name, op, dt, io == DType::F32 ? kReduction : rounded16(io), [=](Backend& be) {
             Tensor bgd = bias ? upload(be, bg) : Tensor(), bud = bias ? upload(be, bu) : Tensor();
             Tensor g = poisoned(be, {T, F}, io), u = poisoned(be, {T, F}, io);
             Tensor out = in_place ? g : poisoned(be, {T, F}, io);
             std::vector<Tensor> w =
                 stacked ? be.upload_group({wg, wu}) : std::vector<Tensor>{upload(be, wg), upload(be, wu)};
-            be.linear_glu(act, upload(be, x), {w[0], bgd, g}, {w[1], bud, u}, out);
+            if (normed_offset)
+              be.normed_glu(act, upload(be, x), {upload(be, unit), 1e-6f, *normed_offset}, {w[0], bgd, g},
+                            {w[1], bud, u}, out);
+            else
+              be.linear_glu(act, upload(be, x), {w[0], bgd, g}, {w[1], bud, u}, out);
             return Outputs{widened(be, out)};
           }};
 }
@@ -964,6 +1013,37 @@ std::vector<OpCase> op_cases(const std::string& op) {
           cases.push_back(glu_case(act, T, F, seed++, DType::F32, dt));
         }
     }
+  } else if (op == "linear_add") {
+    // T 1-2: the GPU's GEMV adding into x; 5: the product, then the add.
+    for (DType dt : kFloatTypes)
+      for (int T : {1, 2, 5}) {
+        // 96 rows: half-rows on 132 SMs; 4,096 (an 8B's o): whole rows.
+        cases.push_back(linear_add_case(dt, T, 512, 96, T == 2, seed++));
+        cases.push_back(linear_add_case(dt, T, 256, 4096, false, seed++));
+      }
+  } else if (op == "normed_rope_store_kv") {
+    // T 1-2: the GPU's GEMV normalising x as it reads; 9: the norm, then the products. An 8B's
+    // heads (6,144 rows: half-rows on 132 SMs), 4,096 rows (whole rows), partial rotary with a
+    // Gemma-style offset and biases, qk-norm (the norm, then the products, at any count).
+    for (DType dt : kFloatTypes)
+      for (int T : {1, 2, 9}) {
+        cases.push_back(linear_rope_store_kv_case(dt, DType::F32, T, 256, 32, 8, 128, 128, true, false,
+                                                  seed++, HeadNorm::None, 0.0f));
+        cases.push_back(linear_rope_store_kv_case(dt, DType::F32, T, 256, 24, 4, 128, 128, true, false,
+                                                  seed++, HeadNorm::None, 0.0f));
+        cases.push_back(linear_rope_store_kv_case(dt, DType::F32, T, 128, 6, 3, 80, 48, true, T == 2, seed++,
+                                                  HeadNorm::None, 1.0f));
+        cases.push_back(linear_rope_store_kv_case(dt, DType::F32, T, 256, 8, 2, 64, 64, true, false, seed++,
+                                                  HeadNorm::Plain, 0.0f));
+      }
+  } else if (op == "normed_glu") {
+    for (DType dt : kFloatTypes)
+      for (int T : {1, 2, 9}) {
+        cases.push_back(
+            linear_glu_case(Glu::SwiGLU, dt, T, 256, 352, T == 2, true, seed++, true, DType::F32, 0.0f));
+        cases.push_back(
+            linear_glu_case(Glu::GeGLU, dt, T, 512, 96, false, false, seed++, true, DType::F32, 1.0f));
+      }
   } else if (op == "linear_glu") {
     // T 1-2: the GPU's fused GEMV (K = 64: 8 lanes of 32 busy; 256: one piece a lane; 4096: 16,
     // past the 4 prefetched); 3 and 17: its group products and glu. F not a multiple of the
@@ -1063,9 +1143,11 @@ std::vector<OpCase> op_cases(const std::string& op) {
 
 const std::vector<std::string>& op_names() {
   static const std::vector<std::string> names = {
-      "embedding",     "rms_norm",    "add_rms_norm", "linear_add_rms_norm", "linear",          "rope", "store_kv",
-      "rope_store_kv", "linear_rope_store_kv", "attention", "glu", "linear_glu", "softcap", "add", "gather_rows",
-      "scatter_add_rows", "moe_route", "moe_experts", "argmax_rows", "sample_rows", "edit_logits",  "logprobs"};
+      "embedding",   "rms_norm",    "add_rms_norm",  "linear_add_rms_norm",  "linear",
+      "rope",        "store_kv",    "rope_store_kv", "linear_rope_store_kv", "normed_rope_store_kv",
+      "attention",   "glu",         "linear_glu",    "normed_glu",           "linear_add",
+      "softcap",     "add",         "gather_rows",   "scatter_add_rows",     "moe_route",
+      "moe_experts", "argmax_rows", "sample_rows",   "edit_logits",          "logprobs"};
   return names;
 }
 

@@ -141,6 +141,19 @@ TEST_P(CudaModels, MatchCpuBackend) {
   std::printf("MODEL %-14s greedy ids equal to the CPU's: %d / %d; %lld decode steps replayed\n", GetParam().c_str(),
               same, total, static_cast<long long>(replayed));
 
+  // One sequence alone, so that every decode step has one token: on the GPU the products that
+  // normalise their own input, over the folded norms (Backend::normalises_inputs).
+  const std::vector<std::vector<int32_t>> alone = {prompts[0]};
+  auto oa = greedy(*on_cpu.model, *cpu, alone, 24), ob = greedy(*on_gpu.model, *gpu, alone, 24);
+  int same_alone = 0;
+  for (size_t i = 0; i < std::min(oa[0].size(), ob[0].size()); ++i) same_alone += oa[0][i] == ob[0][i];
+  std::printf("MODEL %-14s one sequence: greedy ids equal to the CPU's: %d / %zu\n", GetParam().c_str(),
+              same_alone, oa[0].size());
+  if (lim.exact_greedy)
+    EXPECT_EQ(oa[0], ob[0]) << "one sequence";
+  else
+    EXPECT_EQ(oa[0].at(0), ob[0].at(0)) << "one sequence";
+
   // Penalties and a bias: edited on the GPU, on the host for the CPU; the row with logprobs too
   // (its logprobs from a copy of the logits made before the edits).
   SamplingParams penalised;

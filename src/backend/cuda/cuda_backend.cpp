@@ -282,9 +282,16 @@ class CudaBackend final : public Backend {
   void linear_group(const Tensor& x, std::initializer_list<LinearPart> parts) override {
     linear_parts(x, {parts.begin(), parts.size()});
   }
-  void linear_parts(const Tensor& x, std::span<const LinearPart> parts) {
+  // With a form other than the plain one (cuda::GemvForm), only the GEMV runs: false where it
+  // does not apply (nothing done).
+  bool linear_parts(const Tensor& x, std::span<const LinearPart> parts, cuda::GemvForm form = {}) {
+    const bool plain = !form.normed && !form.add;
     TESSERA_CHECK(parts.size() > 0, "linear: an empty group");
-    if (parts.front().weight.quantization()) return quantized_linear_group(x, parts);
+    if (parts.front().weight.quantization()) {
+      if (!plain) return false;
+      quantized_linear_group(x, parts);
+      return true;
+    }
     const int64_t K = x.dim(-1), T = x.numel() / K;
     const DType dt = parts.begin()->weight.dtype(), out_dt = parts.begin()->out.dtype();
     require_device(x, "linear", "input");
@@ -313,7 +320,9 @@ class CudaBackend final : public Backend {
       }
       ++g.count;
     }
-    const bool gemv = x.dtype() == DType::F32 && out_dt == DType::F32 && cuda::gemv(ptr(x), g, dt, T, K, stream_);
+    const bool gemv =
+        x.dtype() == DType::F32 && out_dt == DType::F32 && cuda::gemv(ptr(x), g, dt, T, K, stream_, form);
+    if (!gemv && !plain) return false;
     if (dt == DType::F32) {
       for (const LinearPart& p : parts) gemm_->run(x.raw(), p.weight.raw(), dt, p.out.raw(), out_dt, T, p.weight.dim(0), K);
     } else if (!gemv) {
@@ -343,6 +352,7 @@ class CudaBackend final : public Backend {
         require_device(p.bias, "linear", "bias");
         cuda::add_bias(p.out.raw(), out_dt, p.bias.raw(), p.bias.dtype(), T, p.weight.dim(0), stream_);
       }
+    return true;
   }
 
   void rope(Tensor& x, const Tensor& positions, const RopeParams& p) override {
@@ -492,23 +502,33 @@ class CudaBackend final : public Backend {
   // Decode batches (f32 x and out, 16-bit weights, biases of their dtype or none): one GEMV whose
   // warps each read a row of gate and of up and write only act(gate) * up, so the intermediates
   // and the glu launch are gone. Elsewhere the default: the group's products, then glu.
-  void linear_glu(Glu act, const Tensor& x, const LinearPart& gate, const LinearPart& up, Tensor& out) override {
+  // cuda::gemv_glu where it applies (x normalised first where form.normed); false where not.
+  bool gemv_glu(Glu act, const Tensor& x, const LinearPart& gate, const LinearPart& up, Tensor& out,
+                cuda::GemvForm form = {}) {
     const int64_t K = x.dim(-1), T = x.numel() / K, F = gate.weight.dim(0);
     const DType dt = gate.weight.dtype();
     auto fits = [&](const Tensor& bias) { return !bias.defined() || (bias.dtype() == dt && bias.numel() == F); };
-    if (x.dtype() == DType::F32 && out.dtype() == DType::F32 && up.weight.dtype() == dt &&
-        gate.weight.shape() == Shape{F, K} && up.weight.shape() == Shape{F, K} && out.numel() == T * F &&
-        fits(gate.bias) && fits(up.bias)) {
-      require_device(x, "linear_glu", "input");
-      require_device(out, "linear_glu", "out");
-      for (const LinearPart* p : {&gate, &up}) {
-        require_device(p->weight, "linear_glu", "weight");
-        if (p->bias.defined()) require_device(p->bias, "linear_glu", "bias");
-      }
-      const cuda::GatedPair g{gate.weight.raw(), up.weight.raw(), gate.bias.defined() ? gate.bias.raw() : nullptr,
-                              up.bias.defined() ? up.bias.raw() : nullptr, F};
-      if (cuda::gemv_glu(act, ptr(x), g, dt, T, K, ptr(out), stream_)) return;
+    if (gate.weight.quantization() || x.dtype() != DType::F32 || out.dtype() != DType::F32 ||
+        up.weight.dtype() != dt || gate.weight.shape() != Shape{F, K} || up.weight.shape() != Shape{F, K} ||
+        out.numel() != T * F || !fits(gate.bias) || !fits(up.bias))
+      return false;
+    require_device(x, "linear_glu", "input");
+    require_device(out, "linear_glu", "out");
+    for (const LinearPart* p : {&gate, &up}) {
+      require_device(p->weight, "linear_glu", "weight");
+      if (p->bias.defined()) require_device(p->bias, "linear_glu", "bias");
     }
+    const cuda::GatedPair g{gate.weight.raw(), up.weight.raw(),
+                            gate.bias.defined() ? gate.bias.raw() : nullptr,
+                            up.bias.defined() ? up.bias.raw() : nullptr, F};
+    return cuda::gemv_glu(act, ptr(x), g, dt, T, K, ptr(out), stream_, form);
+  }
+
+  void linear_glu(Glu act, const Tensor& x, const LinearPart& gate, const LinearPart& up,
+                  Tensor& out) override {
+    const int64_t K = x.dim(-1), T = x.numel() / K, F = gate.weight.dim(0);
+    const DType dt = gate.weight.dtype();
+    if (gemv_glu(act, x, gate, up, out)) return;
     // Decode batches past the skinny product, with gate and up stacked (upload_group), no biases:
     // on Hopper up to 64 tokens, narrow_gemm's MLP form (act(gate) * up in the product); else
     // one product over the stacked rows, whose two column halves glu reads in place.
@@ -581,6 +601,51 @@ class CudaBackend final : public Backend {
     else gemm_->run(a.raw(), p.weight.raw(), dt, parts.raw(), DType::F32, T, N, K, splits);
     cuda::add_rms_norm(ptr(x), ptr(parts), splits, T * N, w.raw(), w.dtype(), eps, offset, T, N, out.raw(),
                        out.dtype(), stream_);
+  }
+
+  // The GEMV's one or two tokens take the residual stream itself (cuda::GemvForm), so a layer
+  // runs no add + norm kernel. On an H100 (bench_cuda decode tok/s, three rounds, 8B shapes,
+  // context 512): batch 1 / 2 188.0-188.1 / 346.8-347.1 against 184.2-184.3 / 338.8-339.5.
+  bool normalises_inputs(int64_t tokens) const override {
+    return tokens >= 1 && tokens <= cuda::kGemvMaxTokens;
+  }
+
+  void fold_norm_weight(Tensor& w, const Tensor& norm, float offset) override {
+    require_device(w, "fold_norm_weight", "weight");
+    require_device(norm, "fold_norm_weight", "norm");
+    require_float(norm, "fold_norm_weight", "norm");
+    TESSERA_CHECK(
+        !w.quantization() && w.ndim() == 2 && norm.numel() == w.dim(1),
+        "fold_norm_weight: weight " + shape_str(w.shape()) + " for a norm of " + shape_str(norm.shape()));
+    cuda::fold_norm_weight(w.raw(), w.dtype(), w.dim(0), w.dim(1), norm.raw(), norm.dtype(), offset, stream_);
+  }
+
+  void normed_rope_store_kv(const Tensor& x, const UnitNorm& n, const LinearPart& q, const LinearPart& k,
+                            const LinearPart& v, const Tensor& positions, const RopeParams& p,
+                            const Tensor& slots, Tensor& kc, Tensor& vc, const QkNorm* qk_norm) override {
+    require_f32(x, "normed_rope_store_kv", "x");
+    const LinearPart parts[] = {q, k, v};
+    if (!linear_parts(x, parts, {true, n.eps, false}))
+      return Backend::normed_rope_store_kv(x, n, q, k, v, positions, p, slots, kc, vc, qk_norm);
+    const int64_t Dh = kc.dim(-1), T = q.out.dim(0);
+    Tensor q3 = q.out.reshape({T, q.weight.dim(0) / Dh, Dh}),
+           k3 = k.out.reshape({T, k.weight.dim(0) / Dh, Dh});
+    rope_store_kv(q3, k3, v.out.reshape(k3.shape()), positions, p, slots, kc, vc, qk_norm);
+  }
+
+  void normed_glu(Glu act, const Tensor& x, const UnitNorm& n, const LinearPart& gate, const LinearPart& up,
+                  Tensor& out) override {
+    require_f32(x, "normed_glu", "x");
+    if (!gemv_glu(act, x, gate, up, out, {true, n.eps, false})) Backend::normed_glu(act, x, n, gate, up, out);
+  }
+
+  void linear_add(const Tensor& a, const LinearPart& p, Tensor& x) override {
+    require_f32(x, "linear_add", "x");
+    TESSERA_CHECK(x.numel() == a.numel() / a.dim(-1) * p.weight.dim(0),
+                  "linear_add: x " + shape_str(x.shape()) + " for " + shape_str(a.shape()) + " · " +
+                      shape_str(p.weight.shape()) + "ᵀ");
+    const LinearPart into_x{p.weight, p.bias, x};
+    if (!linear_parts(a, {&into_x, 1}, {false, 0.0f, true})) Backend::linear_add(a, p, x);
   }
 
   void argmax_rows(const Tensor& x, Tensor& out) override {
@@ -858,7 +923,8 @@ class CudaBackend final : public Backend {
         row += p.weight.dim(0);
         dense_parts.push_back({views.back(), p.bias, p.out});
       }
-      return linear_parts(x, dense_parts);
+      linear_parts(x, dense_parts);
+      return;
     }
     for (const LinearPart& p : parts) linear(x, widened(p.weight, p.weight.dim(0)), p.bias, p.out);
   }

@@ -334,6 +334,14 @@ __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n
     out[i] = a[i] + b[i];
 }
 
+template <class E>
+__global__ void fold_norm_weight_kernel(E* w, int64_t n, int64_t K, const void* norm, DType norm_dtype,
+                                        float offset) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    w[i] = from_f32<E>(to_f32(w[i]) * (load_as(norm, norm_dtype, i % K) + offset));
+}
+
 __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t D, int64_t num_rows, float* out) {
   allow_next();
   wait_for_previous();
@@ -676,6 +684,15 @@ void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t s) 
   if (n == 0) return;
   add_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, out, n);
   check_launch("add");
+}
+
+void fold_norm_weight(void* w, DType dt, int64_t N, int64_t K, const void* norm, DType norm_dtype,
+                      float offset, cudaStream_t s) {
+  if (N * K == 0) return;
+  with_activation(w, dt, "fold_norm_weight", [&](auto* e) {
+    fold_norm_weight_kernel<<<blocks_for(N * K), kThreads, 0, s>>>(e, N * K, K, norm, norm_dtype, offset);
+  });
+  check_launch("fold_norm_weight");
 }
 
 void gather_rows(const float* x, const int32_t* rows, int64_t R, int64_t D, int64_t num_rows, float* out,

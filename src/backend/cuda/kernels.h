@@ -150,7 +150,16 @@ struct StackedParts {
 // tokens cuBLASLt is faster). Returns false (nothing launched) where it does not apply: other
 // dtypes, more tokens, K not a multiple of 8, or pointers not 16-byte aligned.
 constexpr int kGemvMaxTokens = 2;
-bool gemv(const float* x, const StackedParts& g, DType dtype, int64_t T, int64_t K, cudaStream_t s);
+// How gemv() takes x and writes out: normed, x's rows RMS-normalised first (eps) with a unit
+// weight (the norm's weight folded into the product's: fold_norm_weight); add, out += the
+// product (a residual add; out may not be x).
+struct GemvForm {
+  bool normed = false;
+  float eps = 0.0f;
+  bool add = false;
+};
+bool gemv(const float* x, const StackedParts& g, DType dtype, int64_t T, int64_t K, cudaStream_t s,
+          GemvForm form = {});
 // The same products for 3..16 tokens, x in the weights' 16-bit dtype and out f32 or that dtype,
 // on Hopper (skinny_gemm.cu: warpgroup tensor cores, k split over clusters): the narrow decode
 // products, where cuBLASLt leaves bandwidth unused. Returns false (nothing launched) where it
@@ -183,9 +192,13 @@ struct GatedPair {
 };
 // out[T, N] (f32) = act(x · gateᵀ + gate_bias) * (x · upᵀ + up_bias) as one gemv() whose warps
 // each read row n of both matrices: no gate/up intermediates, no glu launch. Returns false
-// (nothing launched) where gemv() would.
+// (nothing launched) where gemv() would. x normalised where form.normed (form.add unused).
 bool gemv_glu(Glu act, const float* x, const GatedPair& g, DType dtype, int64_t T, int64_t K, float* out,
-              cudaStream_t s);
+              cudaStream_t s, GemvForm form = {});
+// w[N, K] (f32, bf16 or f16) *= norm[k] + offset, column by column, rounded once to w's dtype:
+// a norm's weight folded into the products it feeds.
+void fold_norm_weight(void* w, DType dtype, int64_t N, int64_t K, const void* norm, DType norm_dtype,
+                      float offset, cudaStream_t s);
 // Scatters the columns of x [T, rows_end[count - 1]] (one product of the stacked matrices; f32,
 // bf16 or f16) to each part's out, of the same dtype.
 void split_columns(const void* x, DType dtype, int64_t T, const StackedParts& parts, cudaStream_t s);
