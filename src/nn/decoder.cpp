@@ -112,7 +112,7 @@ void Decoder::fold_norms() {
   for (const Layer& L : layers_)
     for (const Linear* l : {&L.q_proj, &L.k_proj, &L.v_proj, &L.gate_proj, &L.up_proj})
       if (L.moe || !l->weight.defined() || l->weight.quantization()) return;
-  // (w + offset) is 1 where w is 1 - offset: exact in the norms' dtypes for offsets 0 and 1.
+  // The norms' unit weight: 1 - offset, so that (weight + offset) is 1.
   const Tensor& w0 = layers_[0].input_layernorm;
   Tensor unit = Tensor::empty(DType::F32, {w0.numel()});
   std::fill_n(unit.data<float>(), unit.numel(), 1.0f - opts_.norm_offset);

@@ -499,9 +499,6 @@ class CudaBackend final : public Backend {
     cuda::softcap(ptr(x), x.numel(), cap, stream_);
   }
 
-  // Decode batches (f32 x and out, 16-bit weights, biases of their dtype or none): one GEMV whose
-  // warps each read a row of gate and of up and write only act(gate) * up, so the intermediates
-  // and the glu launch are gone. Elsewhere the default: the group's products, then glu.
   // cuda::gemv_glu where it applies (x normalised first where form.normed); false where not.
   bool gemv_glu(Glu act, const Tensor& x, const LinearPart& gate, const LinearPart& up, Tensor& out,
                 cuda::GemvForm form = {}) {
@@ -524,6 +521,9 @@ class CudaBackend final : public Backend {
     return cuda::gemv_glu(act, ptr(x), g, dt, T, K, ptr(out), stream_, form);
   }
 
+  // Decode batches (f32 x and out, 16-bit weights, biases of their dtype or none): one GEMV whose
+  // warps each read a row of gate and of up and write only act(gate) * up, so the intermediates
+  // and the glu launch are gone. Elsewhere the default: the group's products, then glu.
   void linear_glu(Glu act, const Tensor& x, const LinearPart& gate, const LinearPart& up,
                   Tensor& out) override {
     const int64_t K = x.dim(-1), T = x.numel() / K, F = gate.weight.dim(0);

@@ -38,8 +38,8 @@ constexpr int kMinBlocks = kTokens == 1 ? 4 : 0;
 // 179.2-179.5 / 182.0-182.2 / 183.6-183.7 (one-token kernels at 4 blocks an SM, where 4 pieces had
 // left gate/up and half-rows at 3); on another, 4 / none: batch 1 182.4-182.8 / 187.2-187.5,
 // batch 2 333.9-335.0 / 338.7-339.1.
-// With kSquares, sq[t] = this lane's share of x[t] · x[t] over the same k. With `old`, old[t] =
-// old[t * old_ld], read once x may be (the residual that an add form adds to).
+// With kSquares, sq[t] = this lane's share of x[t] · x[t] over the same k. With old,
+// old_values[t] = old[t * old_ld], read after the wait (the residual that an add form adds to).
 template <class W, int kTokens, int kRows, bool kSquares = false>
 __device__ __forceinline__ void dot_rows(const float* __restrict__ x, int64_t ld, const W* const (&wr)[kRows],
                                          int64_t K, float (&acc)[kRows][kTokens], float (&sq)[kTokens],
