@@ -19,6 +19,6 @@ std::unique_ptr<Backend> make_cuda_backend(int device);
 // with a message in error[0, error_size). `abi` must be TESSERA_CUDA_PLUGIN_ABI: the plugin and
 // the core must be built from the same Backend and Tensor definitions (raise it whenever Backend's
 // virtual functions or Tensor's layout change, so a stale plugin is refused instead of called).
-#define TESSERA_CUDA_PLUGIN_ABI 6
+#define TESSERA_CUDA_PLUGIN_ABI 7
 #define TESSERA_CUDA_PLUGIN_ENTRY "tessera_cuda_create_backend"
 extern "C" tessera::Backend* tessera_cuda_create_backend(int abi, int device, char* error, unsigned long error_size);
