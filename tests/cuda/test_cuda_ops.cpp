@@ -271,6 +271,37 @@ TEST(CudaOps, AddRmsNorm) {
     }
 }
 
+// The fold at load: w[n][k] * (norm[k] + offset), one f32 product rounded once to w's dtype, so
+// the result must equal the host's to the bit. A norm of the wrong width changes nothing.
+TEST(CudaOps, FoldNormWeight) {
+  TESSERA_REQUIRE_CUDA(be);
+  std::mt19937 rng(15);
+  for (DType dt : kWeightTypes)
+    for (DType norm_dt : {DType::F32, DType::BF16})
+      for (auto [N, K, offset] : {std::tuple{3, 64, 0.0f}, {1000, 4096, 1.0f}, {7, 100, 0.0f}}) {
+        Tensor w = random_host(dt, {N, K}, 0.05f, rng), norm = random_host(norm_dt, {K}, 1.0f, rng);
+        const std::vector<float> w_in = to_host_f32(reference(), w), g = to_host_f32(reference(), norm);
+        Tensor want = Tensor::empty(dt, {N, K});
+        for (int64_t i = 0; i < N * K; ++i) {
+          const float v = w_in[size_t(i)] * (g[size_t(i % K)] + offset);
+          if (dt == DType::F32)
+            want.data<float>()[i] = v;
+          else
+            want.data<uint16_t>()[i] = dt == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
+        }
+        Tensor gw = be->upload(w);
+        be->fold_norm_weight(gw, be->upload(norm), offset);
+        expect_close("fold_norm",
+                     fmt("%s norm %s N%d K%d%s", dname(dt).c_str(), dname(norm_dt).c_str(), N, K,
+                         offset ? " offset1" : ""),
+                     to_host_f32(*be, gw), to_host_f32(reference(), want), 0.0);
+      }
+  Tensor gw = be->upload(random_host(DType::BF16, {4, 64}, 1.0f, rng));
+  const std::vector<float> before = to_host_f32(*be, gw);
+  EXPECT_THROW(be->fold_norm_weight(gw, be->upload(random_host(DType::F32, {32}, 1.0f, rng)), 0.0f), Error);
+  EXPECT_EQ(to_host_f32(*be, gw), before);
+}
+
 TEST(CudaOps, Rope) {
   TESSERA_REQUIRE_CUDA(be);
   std::mt19937 rng(4);
