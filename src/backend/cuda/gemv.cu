@@ -238,6 +238,8 @@ bool applies(const float* x, DType dt, int64_t T, int64_t K) {
 
 bool gemv(const float* x, const StackedParts& g, DType dt, int64_t T, int64_t K, cudaStream_t s,
           GemvForm form) {
+  // One kernel takes one form: normed feeds a product, add ends one (launch_form).
+  if (form.normed && form.add) throw Error("gemv: a product both normed and added");
   bool ok = applies(x, dt, T, K) && g.count >= 1 && g.count <= StackedParts::kMaxParts;
   for (int p = 0; ok && p < g.count; ++p) ok = aligned16(g.w[p]);
   if (!ok) return false;

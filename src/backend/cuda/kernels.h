@@ -152,7 +152,7 @@ struct StackedParts {
 constexpr int kGemvMaxTokens = 2;
 // How gemv() takes x and writes out: normed, x's rows RMS-normalised first (eps) with a unit
 // weight (the norm's weight folded into the product's: fold_norm_weight); add, out += the
-// product (a residual add; out may not be x).
+// product (a residual add; out may not be x). One of the two at most: both together throw.
 struct GemvForm {
   bool normed = false;
   float eps = 0.0f;
