@@ -243,7 +243,7 @@ class CudaBackend final : public Backend {
   // With a form other than the plain one (cuda::GemvForm), only the GEMV runs: false where it
   // does not apply (nothing done).
   bool linear_parts(const Tensor& x, std::span<const LinearPart> parts, cuda::GemvForm form = {}) {
-    const bool plain = !form.normed && !form.add;
+    const bool plain = form.kind == cuda::GemvForm::Plain;
     TESSERA_CHECK(parts.size() > 0, "linear: an empty group");
     if (parts.front().weight.quantization()) {
       if (!plain) return false;
@@ -434,7 +434,7 @@ class CudaBackend final : public Backend {
     cuda::softcap(ptr(x), x.numel(), cap, stream_);
   }
 
-  // cuda::gemv_glu where it applies (x normalised first where form.normed); false where not.
+  // cuda::gemv_glu where it applies (x normalised first where the form is Normed); false where not.
   bool gemv_glu(Glu act, const Tensor& x, const LinearPart& gate, const LinearPart& up, Tensor& out,
                 cuda::GemvForm form = {}) {
     const int64_t K = x.dim(-1), T = x.numel() / K, F = gate.weight.dim(0);
@@ -560,7 +560,7 @@ class CudaBackend final : public Backend {
                             const Tensor& slots, Tensor& kc, Tensor& vc, const QkNorm* qk_norm) override {
     require_f32(x, "normed_rope_store_kv", "x");
     const LinearPart parts[] = {q, k, v};
-    if (!linear_parts(x, parts, {true, n.eps, false}))
+    if (!linear_parts(x, parts, {cuda::GemvForm::Normed, n.eps}))
       return Backend::normed_rope_store_kv(x, n, q, k, v, positions, p, slots, kc, vc, qk_norm);
     const int64_t Dh = kc.dim(-1), T = q.out.dim(0);
     Tensor q3 = q.out.reshape({T, q.weight.dim(0) / Dh, Dh}),
@@ -571,7 +571,8 @@ class CudaBackend final : public Backend {
   void normed_glu(Glu act, const Tensor& x, const UnitNorm& n, const LinearPart& gate, const LinearPart& up,
                   Tensor& out) override {
     require_f32(x, "normed_glu", "x");
-    if (!gemv_glu(act, x, gate, up, out, {true, n.eps, false})) Backend::normed_glu(act, x, n, gate, up, out);
+    if (!gemv_glu(act, x, gate, up, out, {cuda::GemvForm::Normed, n.eps}))
+      Backend::normed_glu(act, x, n, gate, up, out);
   }
 
   void linear_add(const Tensor& a, const LinearPart& p, Tensor& x) override {
@@ -580,7 +581,7 @@ class CudaBackend final : public Backend {
                   "linear_add: x " + shape_str(x.shape()) + " for " + shape_str(a.shape()) + " · " +
                       shape_str(p.weight.shape()) + "ᵀ");
     const LinearPart into_x{p.weight, p.bias, x};
-    if (!linear_parts(a, {&into_x, 1}, {false, 0.0f, true})) Backend::linear_add(a, p, x);
+    if (!linear_parts(a, {&into_x, 1}, {cuda::GemvForm::Add})) Backend::linear_add(a, p, x);
   }
 
   void argmax_rows(const Tensor& x, Tensor& out) override {

@@ -173,9 +173,9 @@ int64_t rows_a_wave() {
 template <class W, int kTokens, int kSplit>
 void launch_form(const float* x, const StackedParts& g, int64_t K, GemvForm f, dim3 grid, dim3 block,
                  cudaStream_t s) {
-  if (f.normed)
+  if (f.kind == GemvForm::Normed)
     launch_dependent(gemv_kernel<W, kTokens, kSplit, true, false>, grid, block, 0, s, x, g, K, f.eps);
-  else if (f.add)
+  else if (f.kind == GemvForm::Add)
     launch_dependent(gemv_kernel<W, kTokens, kSplit, false, true>, grid, block, 0, s, x, g, K, 0.0f);
   else
     launch_dependent(gemv_kernel<W, kTokens, kSplit, false, false>, grid, block, 0, s, x, g, K, 0.0f);
@@ -202,7 +202,7 @@ template <class W, int kTokens, bool kGelu>
 void launch_glu(const float* x, const GatedPair& g, int64_t K, float* out, GemvForm f, cudaStream_t s) {
   constexpr int warps = kWarpsPerBlock<kTokens>;
   const dim3 grid(unsigned((g.N + warps - 1) / warps)), block(warps * 32);
-  if (f.normed)
+  if (f.kind == GemvForm::Normed)
     launch_dependent(gemv_glu_kernel<W, kTokens, kGelu, true>, grid, block, 0, s, x, g, K, out, f.eps);
   else
     launch_dependent(gemv_glu_kernel<W, kTokens, kGelu, false>, grid, block, 0, s, x, g, K, out, 0.0f);
@@ -238,8 +238,6 @@ bool applies(const float* x, DType dt, int64_t T, int64_t K) {
 
 bool gemv(const float* x, const StackedParts& g, DType dt, int64_t T, int64_t K, cudaStream_t s,
           GemvForm form) {
-  // One kernel takes one form: normed feeds a product, add ends one (launch_form).
-  if (form.normed && form.add) throw Error("gemv: a product both normed and added");
   bool ok = applies(x, dt, T, K) && g.count >= 1 && g.count <= StackedParts::kMaxParts;
   for (int p = 0; ok && p < g.count; ++p) ok = aligned16(g.w[p]);
   if (!ok) return false;
@@ -250,7 +248,8 @@ bool gemv(const float* x, const StackedParts& g, DType dt, int64_t T, int64_t K,
 
 bool gemv_glu(Glu act, const float* x, const GatedPair& g, DType dt, int64_t T, int64_t K, float* out,
               cudaStream_t s, GemvForm form) {
-  if (!applies(x, dt, T, K) || !aligned16(g.gate) || !aligned16(g.up)) return false;
+  if (form.kind == GemvForm::Add || !applies(x, dt, T, K) || !aligned16(g.gate) || !aligned16(g.up))
+    return false;
   if (g.N > 0) dispatch(dt, T, x, g, K, out, act, form, s);
   check_launch("gemv_glu");
   return true;

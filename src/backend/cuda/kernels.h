@@ -150,13 +150,12 @@ struct StackedParts {
 // tokens cuBLASLt is faster). Returns false (nothing launched) where it does not apply: other
 // dtypes, more tokens, K not a multiple of 8, or pointers not 16-byte aligned.
 constexpr int kGemvMaxTokens = 2;
-// How gemv() takes x and writes out: normed, x's rows RMS-normalised first (eps) with a unit
-// weight (the norm's weight folded into the product's: fold_norm_weight); add, out += the
-// product (a residual add; out may not be x). One of the two at most: both together throw.
+// How gemv() takes x and writes out: Normed, x's rows RMS-normalised first (eps) with a unit
+// weight (the norm's weight folded into the product's: fold_norm_weight); Add, out += the
+// product (a residual add; out may not be x).
 struct GemvForm {
-  bool normed = false;
-  float eps = 0.0f;
-  bool add = false;
+  enum Kind { Plain, Normed, Add } kind = Plain;
+  float eps = 0.0f;  // Normed's
 };
 bool gemv(const float* x, const StackedParts& g, DType dtype, int64_t T, int64_t K, cudaStream_t s,
           GemvForm form = {});
@@ -192,7 +191,7 @@ struct GatedPair {
 };
 // out[T, N] (f32) = act(x · gateᵀ + gate_bias) * (x · upᵀ + up_bias) as one gemv() whose warps
 // each read row n of both matrices: no gate/up intermediates, no glu launch. Returns false
-// (nothing launched) where gemv() would. x normalised where form.normed (form.add unused).
+// (nothing launched) where gemv() would, and for the Add form. x normalised where the form is Normed.
 bool gemv_glu(Glu act, const float* x, const GatedPair& g, DType dtype, int64_t T, int64_t K, float* out,
               cudaStream_t s, GemvForm form = {});
 // w[N, K] (f32, bf16 or f16) *= norm[k] + offset, column by column, rounded once to w's dtype:
